@@ -1,0 +1,82 @@
+"""Shared plumbing for the Hydra entry points: one-line errors, exit code 2, no leftovers.
+
+Hydra reports its own errors (an unknown dataset, a mistyped override) over several lines with
+exit code 1; a user deserves one line and the conventional usage-error code 2. So each entry
+point first composes its config once with Hydra's compose API to catch those, then hands over
+to ``@hydra.main`` for the run directory, logging and multirun.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn, TypeVar
+
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from rdpgan.config import register_configs
+from rdpgan.errors import UserInputError
+
+CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
+ConfigT = TypeVar("ConfigT")
+
+
+def fail(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def precheck_overrides(config_name: str, args: list[str]) -> None:
+    """Compose the config as Hydra will, failing in one line on any config error."""
+    if any(arg.startswith("-") for arg in args):
+        return  # --multirun, --help, --cfg ...: Hydra's own modes, left to Hydra
+    overrides = [a for a in args if not a.lstrip("+~").startswith("hydra.")]
+    register_configs()
+    try:
+        with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+            OmegaConf.to_object(compose(config_name, overrides=overrides))
+    except Exception as exc:  # Hydra and OmegaConf raise many types; all mean "bad config"
+        fail(first_line(exc))
+
+
+def to_typed(cfg: DictConfig, kind: type[ConfigT]) -> ConfigT:
+    typed = OmegaConf.to_object(cfg)
+    if not isinstance(typed, kind):
+        raise TypeError(f"expected a {kind.__name__} config")
+    return typed
+
+
+def run_dir() -> Path:
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def remove_if_only_hydra(directory: Path) -> None:
+    """Delete a run directory that holds nothing but Hydra's own bookkeeping."""
+    if not directory.is_dir():
+        return
+    ours = [p for p in directory.iterdir() if p.name != ".hydra" and p.suffix != ".log"]
+    if not ours:
+        shutil.rmtree(directory)
+        parent = directory.parent
+        while parent != Path.cwd() and parent.is_dir() and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+
+
+def guarded(task: Callable[[], None], cleanup: Callable[[], None] | None = None) -> None:
+    """Run ``task``; bad input becomes one line on stderr, exit 2, and ``cleanup``."""
+    try:
+        task()
+    except UserInputError as exc:
+        if cleanup is not None:
+            cleanup()
+        fail(first_line(exc))

@@ -1,0 +1,97 @@
+"""Dataset registry: where a table lives, how it is read, and its stratified 80/20 split.
+
+The registry itself is the Hydra group ``configs/dataset/`` (one YAML per data set, with its
+declared schema); this module turns one such :class:`DatasetConfig` into a conformed DataFrame.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from sklearn.model_selection import train_test_split
+
+from rdpgan.config import DatasetConfig
+from rdpgan.data.schema import Categorical, Schema
+from rdpgan.errors import UserInputError
+
+DATA_ENV = "RDPGAN_DATA_DIR"
+DOWNLOAD_HINT = "python scripts/download_data.py"
+
+
+def data_root(configured: str | None = None) -> Path:
+    """The one place that decides the data root: config, else $RDPGAN_DATA_DIR, else ./data."""
+    return Path(configured or os.environ.get(DATA_ENV) or "data").expanduser()
+
+
+@dataclass(frozen=True)
+class Table:
+    """A loaded table with what the trainer needs to know about it."""
+
+    frame: pd.DataFrame
+    schema: Schema
+    target: str
+    positive_label: object
+
+
+def check_target(frame: pd.DataFrame, schema: Schema, target: str) -> None:
+    """The target must be a declared categorical column with at least two classes present."""
+    column = schema[target]
+    if not isinstance(column, Categorical):
+        raise UserInputError(f"target {target!r} must be a categorical column in the schema")
+    if frame[target].isna().any():
+        raise UserInputError(f"target {target!r} has missing values")
+    if frame[target].nunique() < 2:
+        raise UserInputError(f"target {target!r} has a single class; nothing to condition on")
+
+
+def read_table(config: DatasetConfig, root: str | None = None) -> Table:
+    """Read the file named by ``config`` under the data root and conform it to its schema."""
+    path = data_root(root) / config.file
+    if not path.is_file():
+        raise UserInputError(
+            f"data file {path} not found (data root {data_root(root)}; set data.root= or "
+            f"${DATA_ENV}, or fetch the data with `{DOWNLOAD_HINT}`)"
+        )
+    if not config.columns:
+        raise UserInputError(f"dataset {config.name!r} declares no schema columns")
+    schema = Schema.from_specs(config.columns)
+    try:
+        frame = pd.read_csv(
+            path,
+            header=0 if config.header else None,
+            names=list(config.column_names) if config.column_names else None,
+            sep=config.sep,
+            na_values=list(config.na_values),
+            keep_default_na=True,
+            skipinitialspace=config.skipinitialspace,
+            skip_blank_lines=True,
+        )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserInputError(f"cannot read {path}: {first_line}") from exc
+    if frame.empty:
+        raise UserInputError(f"{path} has no data rows")
+    if config.target not in frame.columns:
+        raise UserInputError(f"target column {config.target!r} is not in {path}")
+    frame = schema.conform(frame)
+    check_target(frame, schema, config.target)
+    return Table(frame, schema, config.target, config.positive_label)
+
+
+def split(table: Table, test_size: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stratified train/test split; only the train part is ever shown to the generator."""
+    if not 0.0 < test_size < 1.0:
+        raise UserInputError(f"test_size must be in (0, 1), got {test_size}")
+    try:
+        train, test = train_test_split(
+            table.frame,
+            test_size=test_size,
+            random_state=seed,
+            stratify=table.frame[table.target],
+        )
+    except ValueError as exc:
+        raise UserInputError(f"cannot split {table.target!r} stratified: {exc}") from exc
+    return train.reset_index(drop=True), test.reset_index(drop=True)

@@ -1,0 +1,255 @@
+"""The declared public schema: the only source of column domains the generator may use.
+
+Bounds and category lists are public knowledge written down before any private row is read
+(DP-SGD protects the rows, not the domains: a domain read off the data would leak its extremes).
+A :class:`Schema` validates a DataFrame against itself and casts it to the declared dtypes, so
+real and synthetic tables always share one shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rdpgan.config import ColumnSpec
+from rdpgan.errors import UserInputError
+
+TRANSFORMS = ("none", "log1p", "slog1p")
+
+
+def _forward(transform: str, values: np.ndarray) -> np.ndarray:
+    if transform == "log1p":
+        return np.log1p(np.maximum(values, 0.0))
+    if transform == "slog1p":
+        return np.sign(values) * np.log1p(np.abs(values))
+    return values
+
+
+def _inverse(transform: str, values: np.ndarray) -> np.ndarray:
+    if transform == "log1p":
+        return np.expm1(values)
+    if transform == "slog1p":
+        return np.sign(values) * np.expm1(np.abs(values))
+    return values
+
+
+@dataclass(frozen=True)
+class Continuous:
+    """A numeric column with public bounds ``[lo, hi]``; values outside are clipped."""
+
+    name: str
+    lo: float
+    hi: float
+    integer: bool = False
+    transform: str = "none"
+    missing: bool = False
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.lo) and math.isfinite(self.hi) and self.lo < self.hi):
+            raise UserInputError(f"column {self.name!r}: bounds must satisfy lo < hi")
+        if self.transform not in TRANSFORMS:
+            raise UserInputError(
+                f"column {self.name!r}: unknown transform {self.transform!r} "
+                f"(choose from {', '.join(TRANSFORMS)})"
+            )
+        if self.transform == "log1p" and self.lo < 0:
+            raise UserInputError(f"column {self.name!r}: log1p needs lo >= 0")
+
+    def to_unit(self, values: np.ndarray) -> np.ndarray:
+        """Map values into [-1, 1] through the public transform and bounds (clipping)."""
+        lo, hi = _forward(self.transform, np.array([self.lo, self.hi], dtype=float))
+        scaled = (_forward(self.transform, np.clip(values, self.lo, self.hi)) - lo) / (hi - lo)
+        return np.clip(2.0 * scaled - 1.0, -1.0, 1.0)
+
+    def from_unit(self, unit: np.ndarray) -> np.ndarray:
+        lo, hi = _forward(self.transform, np.array([self.lo, self.hi], dtype=float))
+        values = _inverse(self.transform, (np.clip(unit, -1.0, 1.0) + 1.0) / 2.0 * (hi - lo) + lo)
+        values = np.clip(values, self.lo, self.hi)
+        return np.round(values) if self.integer else values
+
+    @property
+    def dtype(self) -> str:
+        # pandas cannot hold NaN in int64, so a nullable integer column is float64 (as read_csv).
+        return "int64" if self.integer and not self.missing else "float64"
+
+
+@dataclass(frozen=True)
+class Categorical:
+    """A column whose public levels are listed; a missing value is its own extra level."""
+
+    name: str
+    levels: tuple[Any, ...]
+    missing: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.levels) == 0:
+            raise UserInputError(f"column {self.name!r}: a categorical column needs levels")
+        if len(set(self.levels)) != len(self.levels):
+            raise UserInputError(f"column {self.name!r}: levels must be distinct")
+
+    @property
+    def numeric(self) -> bool:
+        return all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            for v in self.levels
+        )
+
+    @property
+    def n_codes(self) -> int:
+        return len(self.levels) + int(self.missing)
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        """Level index per row (the last code is 'missing' when declared)."""
+        if self.numeric:
+            values = pd.to_numeric(series, errors="coerce")
+            if (values.isna() & series.notna()).any():
+                bad = series[values.isna() & series.notna()].iloc[0]
+                raise UserInputError(f"column {self.name!r}: value {bad!r} is not a declared level")
+            lookup = {float(level): i for i, level in enumerate(self.levels)}
+            keys: Iterable[Any] = values.astype(float)
+        else:
+            lookup = {str(level): i for i, level in enumerate(self.levels)}
+            keys = series.astype(object).where(series.notna(), None)
+            keys = [None if k is None else str(k) for k in keys]
+        codes = np.empty(len(series), dtype=np.int64)
+        for row, key in enumerate(keys):
+            if key is None or (isinstance(key, float) and math.isnan(key)):
+                if not self.missing:
+                    raise UserInputError(
+                        f"column {self.name!r} has missing values but the schema does not "
+                        "declare missing: true"
+                    )
+                codes[row] = len(self.levels)
+            elif key in lookup:
+                codes[row] = lookup[key]
+            else:
+                raise UserInputError(f"column {self.name!r}: value {key!r} is not a declared level")
+        return codes
+
+    def decode(self, codes: np.ndarray) -> pd.Series:
+        values = [self.levels[c] if c < len(self.levels) else None for c in codes]
+        if self.numeric:
+            return pd.Series(values, name=self.name, dtype="float64").astype(self.dtype)
+        return pd.Series(values, name=self.name, dtype=object).astype(self.dtype)
+
+    @property
+    def dtype(self) -> str:
+        if not self.numeric:
+            return "object"
+        integral = all(float(v).is_integer() for v in self.levels)
+        return "int64" if integral and not self.missing else "float64"
+
+
+Column = Continuous | Categorical
+
+
+class Schema:
+    """An ordered list of declared columns."""
+
+    def __init__(self, columns: Sequence[Column]):
+        names = [c.name for c in columns]
+        if len(set(names)) != len(names):
+            raise UserInputError("schema lists a column twice")
+        self.columns: tuple[Column, ...] = tuple(columns)
+
+    @classmethod
+    def from_specs(cls, specs: Sequence[ColumnSpec | dict]) -> Schema:
+        columns: list[Column] = []
+        for raw in specs:
+            spec = raw if isinstance(raw, ColumnSpec) else ColumnSpec(**raw)
+            if spec.kind == "continuous":
+                if spec.lo is None or spec.hi is None:
+                    raise UserInputError(f"column {spec.name!r}: continuous needs lo and hi")
+                columns.append(
+                    Continuous(
+                        spec.name,
+                        float(spec.lo),
+                        float(spec.hi),
+                        spec.integer,
+                        spec.transform,
+                        spec.missing,
+                    )
+                )
+            elif spec.kind == "categorical":
+                columns.append(Categorical(spec.name, tuple(spec.levels or ()), spec.missing))
+            else:
+                raise UserInputError(
+                    f"column {spec.name!r}: kind must be continuous or categorical, "
+                    f"not {spec.kind!r}"
+                )
+        return cls(columns)
+
+    def to_specs(self) -> list[dict]:
+        """JSON-ready column list, the inverse of :meth:`from_specs`."""
+        specs = []
+        for column in self.columns:
+            if isinstance(column, Continuous):
+                spec = ColumnSpec(
+                    column.name,
+                    "continuous",
+                    column.lo,
+                    column.hi,
+                    column.integer,
+                    column.transform,
+                    None,
+                    column.missing,
+                )
+            else:
+                spec = ColumnSpec(
+                    column.name, "categorical", levels=list(column.levels), missing=column.missing
+                )
+            specs.append(asdict(spec))
+        return specs
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def __getitem__(self, name: str) -> Column:
+        for column in self.columns:
+            if column.name == name:
+                return column
+        raise UserInputError(f"unknown column {name!r}; the schema has: {', '.join(self.names)}")
+
+    def without(self, name: str) -> Schema:
+        return Schema([c for c in self.columns if c.name != name])
+
+    def dtypes(self) -> dict[str, str]:
+        return {c.name: c.dtype for c in self.columns}
+
+    def conform(self, df: pd.DataFrame) -> pd.DataFrame:
+        """Check ``df`` has exactly the schema's columns and cast it to the declared dtypes.
+
+        Categorical values outside the declared levels are an error (the schema must be public
+        and complete); continuous values outside the bounds are allowed here and clipped later.
+        """
+        missing_cols = [n for n in self.names if n not in df.columns]
+        if missing_cols:
+            raise UserInputError(
+                f"the data has no column {missing_cols[0]!r} declared in the schema"
+            )
+        extra = [c for c in df.columns if c not in self.names]
+        if extra:
+            raise UserInputError(f"the data has column {extra[0]!r} not declared in the schema")
+        out = {}
+        for column in self.columns:
+            series = df[column.name]
+            if isinstance(column, Categorical):
+                out[column.name] = column.decode(column.encode(series))
+                continue
+            values = pd.to_numeric(series, errors="coerce")
+            if (values.isna() & series.notna()).any():
+                bad = series[values.isna() & series.notna()].iloc[0]
+                raise UserInputError(f"column {column.name!r}: non-numeric value {bad!r}")
+            if values.isna().any() and not column.missing:
+                raise UserInputError(
+                    f"column {column.name!r} has missing values but the schema does not "
+                    "declare missing: true"
+                )
+            out[column.name] = values.astype(column.dtype)
+        return pd.DataFrame(out, index=df.index)

@@ -1,0 +1,41 @@
+"""Atomic output: write to a temporary file beside the target, then rename over it.
+
+A reader (or a crash) never sees a half-written CSV, JSON or weights file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp_path)`` then rename the temporary file onto ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_json(path: str | Path, payload: Any) -> Path:
+    def dump(tmp: Path) -> None:
+        tmp.write_text(json.dumps(payload, indent=2, default=str, allow_nan=False) + "\n")
+
+    return atomic_write(path, dump)
+
+
+def read_json(path: str | Path) -> Any:
+    return json.loads(Path(path).read_text())

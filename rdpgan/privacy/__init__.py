@@ -1,0 +1,1 @@
+"""Differential privacy: accounting (:mod:`.accountants`, :mod:`.moments`) and mechanisms."""

@@ -1,0 +1,134 @@
+"""DP-SGD for one module: Poisson sampling, per-sample clipping, Gaussian noise, one charge a step.
+
+This is the wiring Opacus's ``PrivacyEngine.make_private`` does, done by hand for two reasons:
+(1) our batches are row indices into one tensor, drawn by a vectorised Poisson sampler, which is
+far faster than a DataLoader over single rows; (2) the ledger, not a hidden accountant hook,
+charges each step, before its noisy update is used. The clipping and noise are Opacus's own
+(ghost clipping: per-sample gradient norms without materialising per-sample gradients).
+
+A "sample" is whatever the module's first dimension indexes. The GAN trainer passes [B, 2, F]
+tensors, one (real row, fake row) pair per sample, so each pair's joint gradient is clipped as
+one unit: adding or removing a private row adds or removes exactly one clipped term.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from opacus.grad_sample import GradSampleModuleFastGradientClipping
+from opacus.optimizers import DPOptimizerFastGradientClipping
+from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
+from torch import nn
+
+from rdpgan.privacy.ledger import PrivacyLedger, Release
+
+
+def poisson_batch(n_rows: int, sample_rate: float, device: torch.device) -> torch.Tensor:
+    """Indices of a Poisson sample: every row independently with probability ``sample_rate``.
+
+    The batch size is random and can be zero; that is what the privacy analysis assumes.
+    """
+    return torch.nonzero(torch.rand(n_rows, device=device) < sample_rate).squeeze(1)
+
+
+@contextmanager
+def _frozen_parameters(module: nn.Module) -> Iterator[None]:
+    params = [p for p in module.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
+class _ExpectedBatchMean(DPOptimizerFastGradientClipping):
+    """Divide the noisy sum by the *expected* batch size, as DP-SGD's analysis prescribes.
+
+    With ``loss_reduction="sum"`` Opacus leaves the noisy sum unscaled; dividing by the realised
+    batch size would be data-dependent (and undefined for an empty batch).
+    """
+
+    def scale_grad(self) -> None:
+        for p in self.params:
+            p.grad /= self.expected_batch_size
+
+
+class DPSGD:
+    """A module and its optimizer made private; :meth:`step` takes per-sample losses."""
+
+    def __init__(
+        self,
+        module: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        *,
+        ledger: PrivacyLedger,
+        release: Release,
+        max_grad_norm: float,
+        expected_batch_size: int,
+    ):
+        self.ledger = ledger
+        self.release = release
+        self.module = GradSampleModuleFastGradientClipping(
+            module,
+            batch_first=True,
+            loss_reduction="sum",
+            max_grad_norm=max_grad_norm,
+            use_ghost_clipping=True,
+        )
+        self.optimizer = _ExpectedBatchMean(
+            optimizer,
+            noise_multiplier=release.noise_multiplier,
+            max_grad_norm=max_grad_norm,
+            expected_batch_size=expected_batch_size,
+            loss_reduction="sum",
+        )
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def step(self, per_sample_loss: torch.Tensor) -> None:
+        """Clip each sample's gradient, add noise, update; the ledger is charged first."""
+        self.ledger.charge(self.release)
+        DPTensorFastGradientClipping(
+            self.module, self.optimizer, per_sample_loss, loss_reduction="sum"
+        ).backward()
+        self.optimizer.step()
+
+    @contextmanager
+    def frozen(self) -> Iterator[nn.Module]:
+        """Use the module as a fixed function (e.g. for the generator's loss through D).
+
+        Hooks off and parameters frozen, so no per-sample state from this pass can leak into
+        the next private step.
+        """
+        self.module.disable_hooks()
+        try:
+            with _frozen_parameters(self.module):
+                yield self.module
+        finally:
+            self.module.enable_hooks()
+
+
+class PlainSGD:
+    """The same interface without privacy: the non-private baseline trains identically."""
+
+    def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer, expected_batch_size):
+        self.module = module
+        self.optimizer = optimizer
+        self.expected_batch_size = expected_batch_size
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def step(self, per_sample_loss: torch.Tensor) -> None:
+        (per_sample_loss.sum() / self.expected_batch_size).backward()
+        self.optimizer.step()
+
+    @contextmanager
+    def frozen(self) -> Iterator[nn.Module]:
+        with _frozen_parameters(self.module):
+            yield self.module

@@ -1,0 +1,160 @@
+"""PrivacyLedger: every data-dependent release of a run, composed in one accountant.
+
+The ledger is the single place that decides a run's epsilon. Each release (the noisy label
+histogram, DP-SGD on the discriminator, ...) is one entry; Gaussian entries are
+(noise_multiplier, sample_rate, steps) triples that the accountant composes. Anything the user
+opted out of (a non-private baseline, a schema read off the data) is written as a loud note and
+clears ``end_to_end``, so no output can look more private than it is. ``privacy.json`` holds
+enough to recompute the epsilon from scratch (see :func:`recompute_epsilon`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rdpgan.errors import UserInputError
+from rdpgan.privacy import accountants
+
+NON_PRIVATE = "none"
+
+
+class BudgetExhausted(RuntimeError):
+    """Raised instead of taking a step that would push epsilon past the target."""
+
+
+@dataclass
+class Release:
+    """One mechanism applied to private data; Gaussian ones carry their accounting triple."""
+
+    name: str
+    kind: str
+    noise_multiplier: float | None = None
+    sample_rate: float | None = None
+    steps: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def triple(self) -> tuple[float, float, int]:
+        return (float(self.noise_multiplier), float(self.sample_rate), int(self.steps))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.update(out.pop("details"))
+        return out
+
+
+def validate_budget(epsilon: float, delta: float, n_rows: float | None = None) -> None:
+    """Reject budgets no statistician would sign: epsilon <= 0, delta outside (0, 1/n)."""
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise UserInputError(f"epsilon must be a positive number, got {epsilon}")
+    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
+        raise UserInputError(f"delta must be in (0, 1), got {delta}")
+    if n_rows is not None and delta >= 1.0 / max(n_rows, 1.0):
+        raise UserInputError(
+            f"delta={delta} is not below 1/n (n≈{n_rows:.0f} training rows); a delta that large "
+            "allows publishing a row outright"
+        )
+
+
+class PrivacyLedger:
+    """Releases of one run, their composed epsilon, and a hard stop at the target."""
+
+    def __init__(self, epsilon_target: float, delta: float, accountant: str):
+        if accountant != NON_PRIVATE and accountant not in accountants.ACCOUNTANTS:
+            raise UserInputError(
+                f"unknown accountant {accountant!r}; choose from "
+                f"{', '.join((*accountants.ACCOUNTANTS, NON_PRIVATE))}"
+            )
+        self.epsilon_target = float(epsilon_target)
+        self.delta = float(delta)
+        self.accountant = accountant
+        self.releases: list[Release] = []
+        self.notes: list[str] = []
+        self._step_limits: dict[str, int] = {}
+        if not self.private:
+            self.warn("NOT PRIVATE: the discriminator is trained without DP (privacy=none)")
+
+    @property
+    def private(self) -> bool:
+        return self.accountant != NON_PRIVATE
+
+    @property
+    def end_to_end(self) -> bool:
+        """True only when nothing data-dependent escaped the ledger."""
+        return self.private and not self.notes
+
+    def warn(self, message: str) -> None:
+        """Record an opt-out; it makes the whole run not end-to-end private."""
+        self.notes.append(message)
+
+    def history(self) -> list[tuple[float, float, int]]:
+        return [r.triple() for r in self.releases if r.kind == "gaussian" and r.steps > 0]
+
+    def epsilon(self) -> float:
+        if not self.private:
+            return math.inf
+        return accountants.epsilon(self.accountant, self.history(), self.delta)
+
+    def record(self, release: Release) -> Release:
+        """Add a release already made (e.g. the label histogram)."""
+        self.releases.append(release)
+        if self.private and self.epsilon() > self.epsilon_target:
+            self.releases.pop()
+            raise BudgetExhausted(f"release {release.name!r} alone would exceed the budget")
+        return release
+
+    def open_dp_sgd(
+        self, name: str, noise_multiplier: float, sample_rate: float, max_steps: int, **details
+    ) -> Release:
+        """Start a DP-SGD release whose steps are charged one at a time by :meth:`charge`.
+
+        The step limit is the largest T with epsilon(prior releases + T steps) <= target, found
+        once here so that each step's check is a counter comparison.
+        """
+        release = Release(name, "gaussian", noise_multiplier, sample_rate, 0, dict(details))
+        affordable = accountants.max_steps(
+            self.accountant,
+            self.history(),
+            noise_multiplier,
+            sample_rate,
+            self.epsilon_target,
+            self.delta,
+        )
+        self._step_limits[name] = min(max_steps, affordable)
+        self.releases.append(release)
+        return release
+
+    def steps_left(self, release: Release) -> int:
+        return self._step_limits[release.name] - release.steps
+
+    def charge(self, release: Release) -> None:
+        """Pay for one step *before* its noisy update is used; refuse a step past the limit."""
+        if self.steps_left(release) <= 0:
+            raise BudgetExhausted(f"the next {release.name} step would exceed epsilon")
+        release.steps += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        spent = self.epsilon()
+        return {
+            "epsilon_target": self.epsilon_target,
+            "epsilon_spent": spent if math.isfinite(spent) else None,
+            "delta": self.delta,
+            "accountant": self.accountant,
+            "accountant_is_upper_bound": (
+                accountants.is_upper_bound(self.accountant) if self.private else False
+            ),
+            "end_to_end": self.end_to_end,
+            "notes": list(self.notes),
+            "mechanisms": [r.to_dict() for r in self.releases],
+        }
+
+
+def recompute_epsilon(ledger: dict[str, Any]) -> float:
+    """Epsilon from a ``privacy.json`` alone, independently of the run that wrote it."""
+    history = [
+        (m["noise_multiplier"], m["sample_rate"], m["steps"])
+        for m in ledger["mechanisms"]
+        if m["kind"] == "gaussian" and m["steps"] > 0
+    ]
+    return accountants.epsilon(ledger["accountant"], history, ledger["delta"])

@@ -1,0 +1,1 @@
+"""DP mechanisms used by the product, one small module each."""

@@ -1,0 +1,400 @@
+"""DPCGAN: a conditional GAN whose discriminator is trained with DP-SGD.
+
+``fit(df)`` spends the privacy budget in two releases, both composed in one ledger:
+1. the label histogram, through the Gaussian mechanism, which the generator samples labels from
+   (its noisy total also stands in for the row count wherever one is needed);
+2. DP-SGD on the discriminator (Poisson sampling, per-sample clipping, Gaussian noise).
+The generator only ever sees the discriminator's outputs, so it and every sample drawn from it
+are private by post-processing. ``sample(n)`` / ``save(dir)`` / ``DPCGAN.load(dir)`` complete
+the scikit-learn style API.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+
+from rdpgan.config import ColumnSpec, ModelConfig, PrivacyConfig, TrainConfig
+from rdpgan.data.datasets import check_target
+from rdpgan.data.schema import Schema
+from rdpgan.errors import UserInputError
+from rdpgan.io import atomic_write, read_json, write_json
+from rdpgan.models import Discriminator, Generator
+from rdpgan.privacy import accountants
+from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD, poisson_batch
+from rdpgan.privacy.ledger import PrivacyLedger, Release, validate_budget
+from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
+from rdpgan.transform import TableTransformer
+
+MODEL_FORMAT = 1
+SAMPLE_CHUNK = 100_000
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` means a CUDA GPU where one is present, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as exc:
+        raise UserInputError(f"unknown device {device!r}") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise UserInputError("device=cuda was asked for but no CUDA GPU is available")
+    return resolved
+
+
+def _as_schema(schema: Schema | Sequence[ColumnSpec | dict]) -> Schema:
+    return schema if isinstance(schema, Schema) else Schema.from_specs(schema)
+
+
+class DPCGAN:
+    """Differentially private conditional GAN for one table with a categorical target."""
+
+    def __init__(
+        self,
+        epsilon: float = 8.0,
+        delta: float = 1e-5,
+        privacy: PrivacyConfig | None = None,
+        model: ModelConfig | None = None,
+        train: TrainConfig | None = None,
+        seed: int = 0,
+        device: str = "auto",
+    ):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.privacy = privacy or PrivacyConfig()
+        self.model_config = model or ModelConfig()
+        self.train_config = train or TrainConfig()
+        self.seed = seed
+        self.device = resolve_device(device)
+        if self.privacy.accountant != "none":
+            validate_budget(epsilon, delta)
+        self.generator: Generator | None = None
+        self.transformer: TableTransformer | None = None
+        self.ledger: PrivacyLedger | None = None
+        self.label_probs: np.ndarray | None = None
+        self.positive_label: Any = None
+        self.released_rows = 0
+        self.metrics: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ fit
+    def fit(
+        self,
+        df: pd.DataFrame,
+        target: str,
+        schema: Schema | Sequence[ColumnSpec | dict],
+        positive_label: Any = None,
+    ) -> DPCGAN:
+        """Train on ``df`` (the private rows); domains come from ``schema`` alone."""
+        started = time.perf_counter()
+        schema = _as_schema(schema)
+        frame = schema.conform(df)
+        check_target(frame, schema, target)
+        if self.privacy.accountant != "none":
+            validate_budget(self.epsilon, self.delta, n_rows=len(frame))
+        torch.manual_seed(self.seed)
+        rng = np.random.default_rng(self.seed)
+
+        self.transformer = TableTransformer(schema, target)
+        self.positive_label = positive_label
+        features = torch.as_tensor(self.transformer.encode(frame), device=self.device)
+        labels = torch.as_tensor(self.transformer.encode_labels(frame), device=self.device)
+        n_classes = self.transformer.n_classes
+
+        self.ledger = PrivacyLedger(self.epsilon, self.delta, self.privacy.accountant)
+        counts = np.bincount(labels.cpu().numpy(), minlength=n_classes).astype(float)
+        released = self._release_label_counts(counts, rng)
+        # Everything below that needs "how many rows" uses the released total, not len(df).
+        n_public = max(float(released.sum()), 1.0)
+        self.released_rows = max(1, round(n_public))
+        self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
+
+        cfg = self.train_config
+        sample_rate = min(1.0, cfg.batch_size / n_public)
+        expected_batch = max(1, round(sample_rate * n_public))
+        self.generator = self._build_generator()
+        discriminator = Discriminator(
+            self.transformer.width, n_classes, self.model_config.discriminator_hidden
+        ).to(self.device)
+        g_opt = torch.optim.Adam(
+            self.generator.parameters(), lr=cfg.generator_lr, betas=tuple(cfg.betas)
+        )
+        d_opt = torch.optim.Adam(
+            discriminator.parameters(), lr=cfg.discriminator_lr, betas=tuple(cfg.betas)
+        )
+        critic, d_steps = self._make_critic(discriminator, d_opt, sample_rate, expected_batch)
+
+        label_probs = torch.as_tensor(self.label_probs, dtype=torch.float32, device=self.device)
+        history = self._train_loop(
+            features, labels, label_probs, critic, g_opt, sample_rate, expected_batch, d_steps
+        )
+        self.metrics = {
+            "epochs": history,
+            "discriminator_steps": d_steps,
+            "sample_rate": sample_rate,
+            "expected_batch_size": expected_batch,
+            "wall_seconds": time.perf_counter() - started,
+        }
+        return self
+
+    def _build_generator(self) -> Generator:
+        assert self.transformer is not None
+        cfg = self.model_config
+        return Generator(
+            cfg.latent_dim,
+            self.transformer.n_classes,
+            cfg.generator_hidden,
+            self.transformer.spans,
+            self.transformer.width,
+            cfg.gumbel_tau,
+        ).to(self.device)
+
+    def _release_label_counts(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        assert self.ledger is not None
+        if not self.ledger.private:
+            self.ledger.warn("label counts used exactly, without noise (privacy=none)")
+            return counts
+        sigma = self.privacy.label_noise_multiplier
+        self.ledger.record(Release("label_counts", "gaussian", sigma, 1.0, 1, {"sensitivity": 1.0}))
+        return noisy_histogram(counts, sigma, rng)
+
+    def _make_critic(
+        self,
+        discriminator: Discriminator,
+        d_opt: torch.optim.Optimizer,
+        sample_rate: float,
+        expected_batch: int,
+    ) -> tuple[DPSGD | PlainSGD, int]:
+        """Wrap D for DP-SGD and decide how many discriminator steps the budget buys."""
+        assert self.ledger is not None
+        cfg, privacy = self.train_config, self.privacy
+        planned = max(1, math.ceil(cfg.epochs / sample_rate))
+        if not self.ledger.private:
+            return PlainSGD(discriminator, d_opt, expected_batch), planned
+        if privacy.noise_multiplier is None:
+            sigma = accountants.calibrate_noise_multiplier(
+                privacy.accountant,
+                self.ledger.history(),
+                sample_rate,
+                planned,
+                self.epsilon,
+                self.delta,
+            )
+            cap = planned
+        else:
+            sigma = float(privacy.noise_multiplier)
+            cap = math.ceil(cfg.max_epochs / sample_rate) if cfg.max_epochs is not None else 10**9
+        release = self.ledger.open_dp_sgd(
+            "dp_sgd_discriminator",
+            sigma,
+            sample_rate,
+            cap,
+            max_grad_norm=privacy.max_grad_norm,
+            expected_batch_size=expected_batch,
+        )
+        steps = self.ledger.steps_left(release)
+        if steps <= 0:
+            raise UserInputError(
+                f"epsilon={self.epsilon} is spent before the first discriminator step "
+                "(raise epsilon or privacy.noise_multiplier)"
+            )
+        critic = DPSGD(
+            discriminator,
+            d_opt,
+            ledger=self.ledger,
+            release=release,
+            max_grad_norm=privacy.max_grad_norm,
+            expected_batch_size=expected_batch,
+        )
+        return critic, steps
+
+    def _fake(self, n: int, label_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        assert self.generator is not None
+        y = F.one_hot(
+            torch.multinomial(label_probs, n, replacement=True), label_probs.numel()
+        ).float()
+        z = torch.randn(n, self.generator.latent_dim, device=label_probs.device)
+        return self.generator(z, y), y
+
+    def _train_loop(
+        self,
+        features: torch.Tensor,
+        labels: torch.Tensor,
+        label_probs: torch.Tensor,
+        critic: DPSGD | PlainSGD,
+        g_opt: torch.optim.Optimizer,
+        sample_rate: float,
+        expected_batch: int,
+        d_steps: int,
+    ) -> list[dict[str, float]]:
+        """Alternate ``n_critic`` private D steps with one G step until the D steps run out."""
+        assert self.generator is not None and self.ledger is not None
+        n_rows, n_classes = features.shape[0], label_probs.numel()
+        one_hot = F.one_hot(labels, n_classes).float()
+        steps_per_epoch = max(1, round(1.0 / sample_rate))
+        history: list[dict[str, float]] = []
+        sums = {"d_loss": 0.0, "g_loss": 0.0, "d_count": 0, "g_count": 0}
+        bar = tqdm(total=d_steps, disable=not self.train_config.progress, unit="step")
+        for step in range(1, d_steps + 1):
+            index = poisson_batch(n_rows, sample_rate, self.device)
+            # Enough fake rows for BatchNorm even when the Poisson batch is tiny; one per pair.
+            with torch.no_grad():
+                fake_x, fake_y = self._fake(max(len(index), expected_batch), label_probs)
+            pair_x = torch.stack([features[index], fake_x[: len(index)]], dim=1)
+            pair_y = torch.stack([one_hot[index], fake_y[: len(index)]], dim=1)
+            critic.zero_grad()
+            logits = critic.module(pair_x, pair_y)
+            targets = torch.zeros_like(logits)
+            targets[:, 0] = 1.0
+            per_pair = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
+            critic.step(per_pair.sum(dim=1))
+            sums["d_loss"] += float(per_pair.detach().sum())
+            sums["d_count"] += len(index)
+
+            if step % self.train_config.n_critic == 0:
+                fake_x, fake_y = self._fake(expected_batch, label_probs)
+                g_opt.zero_grad(set_to_none=True)
+                with critic.frozen() as frozen_d:  # backward inside: D's hooks stay off
+                    g_loss = F.binary_cross_entropy_with_logits(
+                        frozen_d(fake_x, fake_y), torch.ones(expected_batch, device=self.device)
+                    )
+                    g_loss.backward()
+                g_opt.step()
+                sums["g_loss"] += float(g_loss.detach()) * expected_batch
+                sums["g_count"] += expected_batch
+
+            bar.update(1)
+            if step % steps_per_epoch == 0 or step == d_steps:
+                record = {
+                    "epoch": len(history) + 1,
+                    "step": step,
+                    "d_loss": sums["d_loss"] / max(sums["d_count"], 1),
+                    "g_loss": sums["g_loss"] / max(sums["g_count"], 1),
+                    "epsilon": self.ledger.epsilon() if self.ledger.private else None,
+                }
+                history.append(record)
+                bar.set_postfix(
+                    eps="n/a" if record["epsilon"] is None else f"{record['epsilon']:.3f}",
+                    d=f"{record['d_loss']:.3f}",
+                    g=f"{record['g_loss']:.3f}",
+                )
+                sums = dict.fromkeys(sums, 0.0)
+        bar.close()
+        return history
+
+    # --------------------------------------------------------------- sample
+    def sample(
+        self, n: int | None = None, label: Any = None, seed: int | None = None
+    ) -> pd.DataFrame:
+        """Draw ``n`` synthetic rows (default: the released size of the training table).
+
+        ``label`` fixes the condition to one class; otherwise labels follow the released
+        (noisy) label frequencies.
+        """
+        if self.generator is None or self.transformer is None or self.label_probs is None:
+            raise RuntimeError("fit or load the model before sampling")
+        if n is None:
+            # The released (noisy) total: the output size does not reveal the exact row count.
+            n = self.released_rows
+        if not isinstance(n, (int, np.integer)) or n <= 0:
+            raise UserInputError(
+                f"the number of rows to sample must be a positive integer, got {n}"
+            )
+        probs = torch.as_tensor(self.label_probs, dtype=torch.float32)
+        if label is not None:
+            levels = list(self.transformer.label_column.levels)
+            code = self.transformer.label_column.encode(pd.Series([label]))[0]
+            if code >= len(levels):
+                raise UserInputError(
+                    f"label {label!r} is not a class of {self.transformer.target!r}"
+                )
+            probs = F.one_hot(torch.tensor(int(code)), len(levels)).float()
+        generator = torch.Generator().manual_seed(self.seed if seed is None else seed)
+        self.generator.eval()
+        frames = []
+        with torch.no_grad():
+            for start in range(0, n, SAMPLE_CHUNK):
+                size = min(SAMPLE_CHUNK, n - start)
+                codes = torch.multinomial(probs, size, replacement=True, generator=generator)
+                y = F.one_hot(codes, probs.numel()).float().to(self.device)
+                z = torch.randn(size, self.generator.latent_dim, generator=generator)
+                x = self.generator(z.to(self.device), y, hard=True)
+                frames.append(self.transformer.decode(x.cpu().numpy(), codes.numpy()))
+        return pd.concat(frames, ignore_index=True)
+
+    # ---------------------------------------------------------- save / load
+    def save(self, directory: str | Path) -> Path:
+        """Write ``model.pt`` (generator weights only), ``model.json`` and ``privacy.json``.
+
+        Weights load with ``torch.load(weights_only=True)`` and metadata is plain JSON, so
+        loading a model never executes code from the file.
+        """
+        if self.generator is None or self.transformer is None or self.ledger is None:
+            raise RuntimeError("fit the model before saving it")
+        directory = Path(directory)
+        state = {k: v.detach().cpu() for k, v in self.generator.state_dict().items()}
+        atomic_write(directory / "model.pt", lambda tmp: torch.save(state, tmp))
+        write_json(directory / "model.json", self.describe())
+        write_json(directory / "privacy.json", self.ledger.to_dict())
+        return directory
+
+    def describe(self) -> dict[str, Any]:
+        """Everything needed to rebuild the generator, as JSON (no pickles)."""
+        assert self.transformer is not None and self.label_probs is not None
+        return {
+            "format": MODEL_FORMAT,
+            "target": self.transformer.target,
+            "positive_label": self.positive_label,
+            "schema": self.transformer.schema.to_specs(),
+            "label_probs": [float(p) for p in self.label_probs],
+            "released_rows": self.released_rows,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "seed": self.seed,
+            "privacy": asdict(self.privacy),
+            "model": asdict(self.model_config),
+            "train": asdict(self.train_config),
+        }
+
+    @classmethod
+    def load(cls, directory: str | Path, device: str = "auto") -> DPCGAN:
+        directory = Path(directory)
+        try:
+            meta = read_json(directory / "model.json")
+            model = cls(
+                epsilon=meta["epsilon"],
+                delta=meta["delta"],
+                privacy=PrivacyConfig(**meta["privacy"]),
+                model=ModelConfig(**meta["model"]),
+                train=TrainConfig(**meta["train"]),
+                seed=meta["seed"],
+                device=device,
+            )
+            model.transformer = TableTransformer(Schema.from_specs(meta["schema"]), meta["target"])
+            model.positive_label = meta["positive_label"]
+            model.label_probs = np.asarray(meta["label_probs"], dtype=float)
+            model.released_rows = int(meta["released_rows"])
+            model.generator = model._build_generator()
+            state = torch.load(directory / "model.pt", map_location="cpu", weights_only=True)
+            model.generator.load_state_dict(state)
+        except FileNotFoundError as exc:
+            raise UserInputError(
+                f"no saved model in {directory}: {exc.filename} is missing"
+            ) from exc
+        except (KeyError, TypeError, ValueError, RuntimeError, EOFError) as exc:
+            if isinstance(exc, UserInputError):
+                raise
+            raise UserInputError(f"the model in {directory} is damaged or incompatible") from exc
+        if meta.get("format") != MODEL_FORMAT:
+            raise UserInputError(f"the model in {directory} has an unknown format version")
+        return model

@@ -1,0 +1,95 @@
+"""TableTransformer: a reversible DataFrame ⇄ matrix map, built from the public schema alone.
+
+Kept apart from the model (as CTGAN keeps its DataTransformer) so the networks only ever see
+float matrices. Continuous columns become one value in [-1, 1] (public bounds, clipped), plus a
+two-way present/missing block when the schema declares missing values; categorical columns
+become one-hot blocks. The target column is not a feature: it is the condition ``y``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from rdpgan.data.schema import Categorical, Continuous, Schema
+
+
+@dataclass(frozen=True)
+class Span:
+    """A slice of the feature matrix and the output head the generator uses for it."""
+
+    start: int
+    end: int
+    activation: str  # "tanh" (a continuous value) or "softmax" (a one-hot block)
+
+
+class TableTransformer:
+    """Encode features and labels by the schema; decode back to the original table shape."""
+
+    def __init__(self, schema: Schema, target: str):
+        label_column = schema[target]
+        if not isinstance(label_column, Categorical):
+            raise TypeError("the target must be categorical")
+        self.schema = schema
+        self.target = target
+        self.label_column: Categorical = label_column
+        self.features = schema.without(target)
+        spans: list[Span] = []
+        width = 0
+        for column in self.features.columns:
+            for size, activation in self._blocks(column):
+                spans.append(Span(width, width + size, activation))
+                width += size
+        self.spans: tuple[Span, ...] = tuple(spans)
+        self.width = width
+
+    @staticmethod
+    def _blocks(column: Continuous | Categorical) -> list[tuple[int, str]]:
+        if isinstance(column, Categorical):
+            return [(column.n_codes, "softmax")]
+        return [(1, "tanh"), (2, "softmax")] if column.missing else [(1, "tanh")]
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.label_column.levels)
+
+    def encode_labels(self, frame: pd.DataFrame) -> np.ndarray:
+        return self.label_column.encode(frame[self.target])
+
+    def encode(self, frame: pd.DataFrame) -> np.ndarray:
+        """Feature matrix (rows × width, float32) of a frame conformed to the schema."""
+        blocks: list[np.ndarray] = []
+        for column in self.features.columns:
+            series = frame[column.name]
+            if isinstance(column, Categorical):
+                blocks.append(np.eye(column.n_codes, dtype=np.float32)[column.encode(series)])
+                continue
+            values = series.to_numpy(dtype=float)
+            missing = np.isnan(values)
+            # A missing value sits at the centre of the range; its indicator carries the fact.
+            unit = np.where(missing, 0.0, column.to_unit(np.nan_to_num(values, nan=column.lo)))
+            blocks.append(unit[:, None].astype(np.float32))
+            if column.missing:
+                blocks.append(np.eye(2, dtype=np.float32)[missing.astype(np.int64)])
+        return np.concatenate(blocks, axis=1) if blocks else np.zeros((len(frame), 0), np.float32)
+
+    def decode(self, matrix: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
+        """Back to a DataFrame with the schema's column names, order, dtypes and levels only."""
+        out: dict[str, pd.Series] = {}
+        spans = iter(self.spans)
+        for column in self.features.columns:
+            span = next(spans)
+            block = matrix[:, span.start : span.end]
+            if isinstance(column, Categorical):
+                out[column.name] = column.decode(block.argmax(axis=1))
+                continue
+            values = column.from_unit(block[:, 0].astype(float))
+            if column.missing:
+                indicator = next(spans)
+                is_missing = matrix[:, indicator.start : indicator.end].argmax(axis=1) == 1
+                values = np.where(is_missing, np.nan, values)
+            out[column.name] = pd.Series(values, name=column.name).astype(column.dtype)
+        out[self.target] = self.label_column.decode(np.asarray(labels))
+        return pd.DataFrame({name: out[name] for name in self.schema.names})

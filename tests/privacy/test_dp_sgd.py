@@ -1,0 +1,152 @@
+"""DP-SGD on the discriminator: the traps that have bitten public DP-GANs, each guarded.
+
+- A per-sample unit is a (real row, fake row) pair: the fake half's gradient is neither dropped
+  nor charged as a second step, and the pair is clipped as one.
+- The generator's pass through D leaves nothing behind for the next private step.
+- Poisson batches can be empty; the step still adds noise and is still charged.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch.nn import functional as F
+
+from rdpgan.models import Discriminator
+from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD, poisson_batch
+from rdpgan.privacy.ledger import Release
+
+WIDTH, CLASSES = 6, 2
+
+
+class CountingLedger:
+    """Stands in for the ledger: counts charges, never refuses."""
+
+    def __init__(self) -> None:
+        self.charges = 0
+
+    def charge(self, release: Release) -> None:
+        self.charges += 1
+        release.steps += 1
+
+
+def make_critic(seed: int, sigma: float, clip: float, expected: int = 4):
+    torch.manual_seed(seed)
+    discriminator = Discriminator(WIDTH, CLASSES, hidden=[8])
+    pristine = copy.deepcopy(discriminator)  # before Opacus attaches its hooks
+    ledger = CountingLedger()
+    release = Release("dp_sgd", "gaussian", sigma, 0.1)
+    critic = DPSGD(
+        discriminator,
+        torch.optim.SGD(discriminator.parameters(), lr=1.0),
+        ledger=ledger,
+        release=release,
+        max_grad_norm=clip,
+        expected_batch_size=expected,
+    )
+    return critic, discriminator, ledger, pristine
+
+
+def pair_batch(seed: int, size: int = 5):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(size, 2, WIDTH, generator=gen)
+    y = F.one_hot(torch.randint(0, CLASSES, (size, 2), generator=gen), CLASSES).float()
+    return x, y
+
+
+def pair_losses(module, x, y) -> torch.Tensor:
+    logits = module(x, y)
+    targets = torch.zeros_like(logits)
+    targets[:, 0] = 1.0
+    return F.binary_cross_entropy_with_logits(logits, targets, reduction="none").sum(dim=1)
+
+
+def flat_params(module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in module.parameters()])
+
+
+def d_step(critic, x, y) -> None:
+    critic.zero_grad()
+    critic.step(pair_losses(critic.module, x, y))
+
+
+def reference_update(discriminator, x, y, clip: float, expected: int, drop_fake=False):
+    """Sum over pairs of the clipped joint gradient, divided by the expected batch size."""
+    total = torch.zeros_like(flat_params(discriminator))
+    for i in range(len(x)):
+        model = copy.deepcopy(discriminator)
+        xi, yi = (x[i : i + 1, :1], y[i : i + 1, :1]) if drop_fake else (x[i : i + 1], y[i : i + 1])
+        logits = model(xi, yi)
+        targets = torch.zeros_like(logits)
+        targets[:, 0] = 1.0
+        F.binary_cross_entropy_with_logits(logits, targets, reduction="sum").backward()
+        grad = torch.cat([p.grad.flatten() for p in model.parameters()])
+        total += grad * min(1.0, clip / float(grad.norm()))
+    return total / expected
+
+
+def test_pair_gradient_is_clipped_as_one_unit_and_fake_half_is_kept():
+    clip = 0.05  # small enough that every pair is clipped
+    critic, discriminator, ledger, before = make_critic(seed=0, sigma=0.0, clip=clip)
+    x, y = pair_batch(1)
+    d_step(critic, x, y)
+    applied = flat_params(before) - flat_params(discriminator)  # SGD, lr = 1
+    expected = reference_update(before, x, y, clip, expected=4)
+    without_fake = reference_update(before, x, y, clip, expected=4, drop_fake=True)
+    torch.testing.assert_close(applied, expected, rtol=1e-4, atol=1e-6)
+    assert (applied - without_fake).norm() > 1e-3 * expected.norm()
+    assert ledger.charges == 1  # one step for the real and fake loss together
+
+
+def test_generator_pass_through_d_does_not_leak_into_the_next_step():
+    x1, y1 = pair_batch(1)
+    x2, y2 = pair_batch(2)
+    leaked, d_leaked, _, _ = make_critic(seed=0, sigma=0.0, clip=0.5)
+    clean, d_clean, _, _ = make_critic(seed=0, sigma=0.0, clip=0.5)
+    d_step(leaked, x1, y1)
+    d_step(clean, x1, y1)
+    grads_before = [p.grad.clone() for p in d_leaked.parameters()]
+    fake = torch.randn(7, WIDTH, requires_grad=True)
+    with leaked.frozen() as frozen:
+        g_loss = F.binary_cross_entropy_with_logits(
+            frozen(fake, torch.zeros(7, CLASSES)), torch.ones(7)
+        )
+        g_loss.backward()
+    assert fake.grad is not None and fake.grad.abs().sum() > 0  # G does get a signal
+    for before, p in zip(grads_before, d_leaked.parameters(), strict=True):
+        assert torch.equal(before, p.grad)  # the G pass wrote nothing into D
+    d_step(leaked, x2, y2)
+    d_step(clean, x2, y2)
+    torch.testing.assert_close(flat_params(d_leaked), flat_params(d_clean))
+
+
+def test_empty_poisson_batch_still_adds_noise_and_is_charged():
+    critic, discriminator, ledger, _ = make_critic(seed=0, sigma=1.0, clip=1.0)
+    before = flat_params(discriminator).clone()
+    x = torch.zeros(0, 2, WIDTH)
+    y = torch.zeros(0, 2, CLASSES)
+    d_step(critic, x, y)
+    after = flat_params(discriminator)
+    assert torch.isfinite(after).all()
+    assert (after - before).abs().sum() > 0
+    assert ledger.charges == 1
+
+
+def test_poisson_batches_vary_in_size_around_the_expected_size():
+    torch.manual_seed(0)
+    sizes = [len(poisson_batch(1000, 0.05, torch.device("cpu"))) for _ in range(400)]
+    assert len(set(sizes)) > 10
+    assert abs(sum(sizes) / len(sizes) - 50) < 3
+    assert len(poisson_batch(1000, 0.0, torch.device("cpu"))) == 0
+
+
+def test_plain_sgd_uses_the_same_loss_scaling_as_dp_sgd_without_clipping_or_noise():
+    critic, discriminator, _, _ = make_critic(seed=0, sigma=0.0, clip=1e6)
+    torch.manual_seed(0)
+    plain_d = Discriminator(WIDTH, CLASSES, hidden=[8])
+    plain = PlainSGD(plain_d, torch.optim.SGD(plain_d.parameters(), lr=1.0), 4)
+    x, y = pair_batch(3)
+    d_step(critic, x, y)
+    d_step(plain, x, y)
+    torch.testing.assert_close(flat_params(discriminator), flat_params(plain_d))

@@ -1,0 +1,121 @@
+"""The ledger never overspends, composes every release, and its file recomputes to itself."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rdpgan.errors import UserInputError
+from rdpgan.privacy import accountants
+from rdpgan.privacy.ledger import (
+    BudgetExhausted,
+    PrivacyLedger,
+    Release,
+    recompute_epsilon,
+    validate_budget,
+)
+
+GRID = [
+    (q, sigma, eps)
+    for q in (0.004, 0.02, 0.1)
+    for sigma in (0.7, 1.2, 3.0)
+    for eps in (0.5, 2.0, 8.0)
+]
+
+
+def label_release(sigma: float = 10.0) -> Release:
+    return Release("label_counts", "gaussian", sigma, 1.0, 1)
+
+
+@pytest.mark.parametrize(("q", "sigma", "eps"), GRID)
+def test_stop_never_exceeds_the_target_and_is_not_early(q, sigma, eps):
+    ledger = PrivacyLedger(eps, 1e-5, "rdp")
+    ledger.record(label_release())
+    release = ledger.open_dp_sgd("dp_sgd", sigma, q, max_steps=10**9)
+    steps = ledger.steps_left(release)
+    release.steps = steps  # as if charged one by one
+    assert ledger.epsilon() <= eps
+    with pytest.raises(BudgetExhausted):
+        ledger.charge(release)
+    one_more = accountants.epsilon("rdp", [*ledger.history()[:-1], (sigma, q, steps + 1)], 1e-5)
+    assert one_more > eps  # the stop is at the last affordable step, not before
+
+
+def test_charging_step_by_step_stops_exactly_at_the_limit():
+    ledger = PrivacyLedger(1.0, 1e-5, "rdp")
+    release = ledger.open_dp_sgd("dp_sgd", 1.0, 0.05, max_steps=10**9)
+    taken = 0
+    with pytest.raises(BudgetExhausted):
+        while True:
+            ledger.charge(release)
+            taken += 1
+    assert taken == release.steps == accountants.max_steps("rdp", [], 1.0, 0.05, 1.0, 1e-5)
+    assert ledger.epsilon() <= 1.0
+
+
+def test_label_release_is_composed_into_the_same_budget():
+    alone = PrivacyLedger(2.0, 1e-5, "rdp")
+    with_labels = PrivacyLedger(2.0, 1e-5, "rdp")
+    with_labels.record(label_release(5.0))
+    a = alone.steps_left(alone.open_dp_sgd("dp_sgd", 1.0, 0.02, max_steps=10**9))
+    b = with_labels.steps_left(with_labels.open_dp_sgd("dp_sgd", 1.0, 0.02, max_steps=10**9))
+    assert b < a
+
+
+def test_a_release_that_alone_exceeds_the_budget_is_refused():
+    ledger = PrivacyLedger(0.1, 1e-5, "rdp")
+    with pytest.raises(BudgetExhausted):
+        ledger.record(label_release(0.5))
+    assert ledger.releases == []
+
+
+def test_file_recomputes_to_its_own_epsilon_for_every_accountant():
+    for kind in ("rdp", "moments", "gdp"):
+        ledger = PrivacyLedger(4.0, 1e-5, kind)
+        ledger.record(label_release())
+        release = ledger.open_dp_sgd("dp_sgd", 1.1, 0.01, max_steps=500, max_grad_norm=1.0)
+        for _ in range(ledger.steps_left(release)):
+            ledger.charge(release)
+        record = ledger.to_dict()
+        assert record["accountant"] == kind
+        assert record["mechanisms"][1]["steps"] == release.steps
+        assert record["mechanisms"][1]["max_grad_norm"] == 1.0
+        assert math.isclose(recompute_epsilon(record), record["epsilon_spent"], rel_tol=1e-12)
+        assert record["epsilon_spent"] <= 4.0
+
+
+def test_non_private_ledger_is_loud():
+    ledger = PrivacyLedger(8.0, 1e-5, "none")
+    record = ledger.to_dict()
+    assert record["end_to_end"] is False and record["epsilon_spent"] is None
+    assert "NOT PRIVATE" in record["notes"][0]
+
+
+def test_opt_out_note_clears_end_to_end():
+    ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+    assert ledger.end_to_end
+    ledger.warn("schema inferred from the data")
+    assert not ledger.to_dict()["end_to_end"]
+
+
+@pytest.mark.parametrize(
+    ("eps", "delta", "n"),
+    [
+        (0, 1e-5, None),
+        (-1, 1e-5, None),
+        (math.inf, 1e-5, None),
+        (1, 0, None),
+        (1, 1, None),
+        (1, -1e-5, None),
+        (1, 1e-3, 5000),
+    ],
+)
+def test_invalid_budgets_are_refused(eps, delta, n):
+    with pytest.raises(UserInputError):
+        validate_budget(eps, delta, n)
+
+
+def test_unknown_accountant_is_refused():
+    with pytest.raises(UserInputError, match="magic"):
+        PrivacyLedger(1.0, 1e-5, "magic")

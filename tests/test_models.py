@@ -1,0 +1,41 @@
+"""The networks: Opacus must accept D, and G's heads must respect the transformer's spans."""
+
+from __future__ import annotations
+
+import torch
+from opacus.validators import ModuleValidator
+
+from rdpgan.models import Discriminator, Generator
+from rdpgan.transform import Span
+
+SPANS = (Span(0, 1, "tanh"), Span(1, 4, "softmax"), Span(4, 5, "tanh"), Span(5, 7, "softmax"))
+
+
+def test_opacus_module_validator_accepts_the_discriminator():
+    discriminator = Discriminator(width=7, n_classes=2, hidden=[32, 32])
+    assert ModuleValidator.validate(discriminator, strict=False) == []
+
+
+def test_opacus_rejects_batchnorm_so_the_validator_check_can_fail():
+    generator = Generator(8, 2, [16], SPANS, width=7)
+    assert ModuleValidator.validate(generator, strict=False) != []
+
+
+def test_generator_heads_are_tanh_and_one_hot_blocks():
+    torch.manual_seed(0)
+    generator = Generator(8, 2, [16, 16], SPANS, width=7).eval()
+    y = torch.nn.functional.one_hot(torch.tensor([0, 1, 1, 0]), 2).float()
+    out = generator(torch.randn(4, 8), y, hard=True)
+    assert out.shape == (4, 7)
+    assert out[:, [0, 4]].abs().max() <= 1.0
+    for start, end in ((1, 4), (5, 7)):
+        block = out[:, start:end]
+        assert torch.equal(block.sum(dim=1), torch.ones(4))
+        assert set(block.unique().tolist()) <= {0.0, 1.0}
+
+
+def test_discriminator_scores_pairs_and_rows_alike():
+    discriminator = Discriminator(width=7, n_classes=2, hidden=[16])
+    pairs = discriminator(torch.randn(5, 2, 7), torch.zeros(5, 2, 2))
+    rows = discriminator(torch.randn(5, 7), torch.zeros(5, 2))
+    assert pairs.shape == (5, 2) and rows.shape == (5,)

@@ -1,0 +1,181 @@
+"""`python -m rdpgan.train` end to end, and every bad input it must refuse in one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from rdpgan.data.schema import Categorical, Schema
+from rdpgan.privacy.ledger import recompute_epsilon
+
+REPO = Path(__file__).resolve().parent.parent
+ADULT_COLUMNS = [
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "income",
+]
+FAST = [
+    "train.epochs=2",
+    "train.batch_size=200",
+    "train.progress=false",
+    "model.generator_hidden=[64]",
+    "model.discriminator_hidden=[64]",
+]
+
+
+def train_cli(tmp_path: Path, *overrides: str, root: Path | None = None):
+    env = {**os.environ}
+    if root is not None:
+        env["RDPGAN_DATA_DIR"] = str(root)
+    return subprocess.run(
+        [sys.executable, "-m", "rdpgan.train", f"hydra.run.dir={tmp_path / 'run'}", *overrides],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def small_adult(tmp_path_factory, data_dir) -> Path:
+    """A data root holding the first 3,000 rows of the real adult.data."""
+    root = tmp_path_factory.mktemp("adult_root")
+    (root / "adult").mkdir()
+    lines = (data_dir / "adult" / "adult.data").read_text().splitlines()[:3000]
+    (root / "adult" / "adult.data").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.mark.slow
+def test_short_real_run_writes_every_output(tmp_path, small_adult):
+    result = train_cli(tmp_path, "dataset=adult", "epsilon=3", "seed=1", *FAST, root=small_adult)
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "run"
+    for name in (
+        "synthetic.csv",
+        "test.csv",
+        "model.pt",
+        "model.json",
+        "privacy.json",
+        "metrics.json",
+    ):
+        assert (run / name).is_file(), name
+    assert not list(run.glob(".*.tmp"))
+
+    meta = json.loads((run / "model.json").read_text())
+    schema = Schema.from_specs(meta["schema"])
+    synthetic = schema.conform(pd.read_csv(run / "synthetic.csv"))  # raises on a foreign level
+    assert list(synthetic.columns) == ADULT_COLUMNS
+    assert synthetic.dtypes.astype(str).to_dict() == schema.dtypes()
+    for column in schema.columns:
+        if isinstance(column, Categorical):
+            assert set(synthetic[column.name].dropna()) <= set(column.levels)
+    assert meta["target"] == "income"
+    assert set(synthetic["income"]) == {"<=50K", ">50K"}
+    assert abs(len(synthetic) - 2400) < 100  # the released (noisy) train size
+    assert len(pd.read_csv(run / "test.csv")) == 600
+
+    ledger = json.loads((run / "privacy.json").read_text())
+    assert {
+        "epsilon_target",
+        "epsilon_spent",
+        "delta",
+        "accountant",
+        "end_to_end",
+        "mechanisms",
+    } <= set(ledger)
+    assert ledger["end_to_end"] is True
+    assert 0 < ledger["epsilon_spent"] <= 3.0
+    assert math.isclose(recompute_epsilon(ledger), ledger["epsilon_spent"], rel_tol=1e-12)
+    names = [m["name"] for m in ledger["mechanisms"]]
+    assert names == ["label_counts", "dp_sgd_discriminator"]
+    dp_sgd = ledger["mechanisms"][1]
+    assert dp_sgd["kind"] == "gaussian" and dp_sgd["steps"] > 0 and dp_sgd["max_grad_norm"] == 1.0
+
+    weights = torch.load(run / "model.pt", weights_only=True)
+    assert all(isinstance(v, torch.Tensor) for v in weights.values())
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["wall_seconds"] > 0 and metrics["epochs"]
+
+
+@pytest.mark.slow
+def test_non_private_baseline_ledger_says_so(tmp_path, small_adult):
+    result = train_cli(tmp_path, "privacy=none", *FAST, root=small_adult)
+    assert result.returncode == 0, result.stderr
+    ledger = json.loads((tmp_path / "run" / "privacy.json").read_text())
+    assert ledger["end_to_end"] is False and ledger["epsilon_spent"] is None
+    assert any("NOT PRIVATE" in note for note in ledger["notes"])
+
+
+def one_class_root(tmp_path: Path, data_dir: Path) -> Path:
+    root = tmp_path / "one_class"
+    (root / "adult").mkdir(parents=True)
+    lines = [
+        line
+        for line in (data_dir / "adult" / "adult.data").read_text().splitlines()[:2000]
+        if line.endswith("<=50K")
+    ]
+    (root / "adult" / "adult.data").write_text("\n".join(lines) + "\n")
+    return root
+
+
+BAD_INPUTS = [
+    (["dataset=nosuchdataset"], "nosuchdataset"),
+    (["epsilon=0"], "epsilon"),
+    (["epsilon=-1"], "epsilon"),
+    (["delta=0"], "delta"),
+    (["delta=1.5"], "delta"),
+    (["delta=0.01"], "1/n"),
+    (["dataset.target=no_such_column"], "no_such_column"),
+    (["sample.n=0"], "sample.n"),
+    (["epsilon=abc"], "epsilon"),
+    (["privacy.accountant=magic"], "magic"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "needle"), BAD_INPUTS, ids=lambda v: str(v))
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(tmp_path, small_adult, overrides, needle):
+    result = train_cli(tmp_path, *overrides, *FAST, root=small_adult)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_missing_data_file_names_the_root_and_the_download_script(tmp_path):
+    empty = tmp_path / "empty_root"
+    empty.mkdir()
+    result = train_cli(tmp_path, *FAST, root=empty)
+    assert result.returncode == 2
+    message = result.stderr.strip()
+    assert len(message.splitlines()) == 1
+    assert str(empty) in message and "scripts/download_data.py" in message
+    assert not (tmp_path / "run").exists()
+
+
+def test_one_class_target_is_refused(tmp_path, data_dir):
+    result = train_cli(tmp_path, *FAST, root=one_class_root(tmp_path, data_dir))
+    assert result.returncode == 2
+    assert "single class" in result.stderr and len(result.stderr.strip().splitlines()) == 1
