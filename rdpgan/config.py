@@ -125,6 +125,16 @@ class RunConfig:
     evaluate: bool = False
 
 
+@dataclass
+class EvaluateConfig:
+    """``python -m rdpgan.evaluate``: which run to score, and how."""
+
+    run_dir: str = "???"
+    seed: int = 0
+    real: bool = True  # also score the real train split (the reference row)
+    n_jobs: int = 2
+
+
 def register_configs() -> None:
     """Register the dataclasses so Hydra type-checks every YAML group against them."""
     store = ConfigStore.instance()
@@ -133,3 +143,4 @@ def register_configs() -> None:
     store.store(group="privacy", name="privacy_schema", node=PrivacyConfig)
     store.store(group="model", name="model_schema", node=ModelConfig)
     store.store(group="train", name="train_schema", node=TrainConfig)
+    store.store(name="evaluate_schema", node=EvaluateConfig)

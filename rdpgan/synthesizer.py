@@ -31,9 +31,10 @@ from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, read_json, write_json
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy import accountants
-from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD, poisson_batch
+from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger, Release, validate_budget
 from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
+from rdpgan.training import CGANTrainer
 from rdpgan.transform import TableTransformer
 
 MODEL_FORMAT = 1
@@ -135,9 +136,17 @@ class DPCGAN:
         critic, d_steps = self._make_critic(discriminator, d_opt, sample_rate, expected_batch)
 
         label_probs = torch.as_tensor(self.label_probs, dtype=torch.float32, device=self.device)
-        history = self._train_loop(
-            features, labels, label_probs, critic, g_opt, sample_rate, expected_batch, d_steps
+        trainer = CGANTrainer(
+            self.generator,
+            critic,
+            g_opt,
+            features,
+            labels,
+            label_probs,
+            sample_rate,
+            expected_batch,
         )
+        history = self._train_loop(trainer, d_steps)
         self.metrics = {
             "epochs": history,
             "discriminator_steps": d_steps,
@@ -218,68 +227,28 @@ class DPCGAN:
         )
         return critic, steps
 
-    def _fake(self, n: int, label_probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        assert self.generator is not None
-        y = F.one_hot(
-            torch.multinomial(label_probs, n, replacement=True), label_probs.numel()
-        ).float()
-        z = torch.randn(n, self.generator.latent_dim, device=label_probs.device)
-        return self.generator(z, y), y
-
-    def _train_loop(
-        self,
-        features: torch.Tensor,
-        labels: torch.Tensor,
-        label_probs: torch.Tensor,
-        critic: DPSGD | PlainSGD,
-        g_opt: torch.optim.Optimizer,
-        sample_rate: float,
-        expected_batch: int,
-        d_steps: int,
-    ) -> list[dict[str, float]]:
+    def _train_loop(self, trainer: CGANTrainer, d_steps: int) -> list[dict[str, Any]]:
         """Alternate ``n_critic`` private D steps with one G step until the D steps run out."""
-        assert self.generator is not None and self.ledger is not None
-        n_rows, n_classes = features.shape[0], label_probs.numel()
-        one_hot = F.one_hot(labels, n_classes).float()
-        steps_per_epoch = max(1, round(1.0 / sample_rate))
-        history: list[dict[str, float]] = []
-        sums = {"d_loss": 0.0, "g_loss": 0.0, "d_count": 0, "g_count": 0}
+        assert self.ledger is not None
+        n_critic = self.train_config.n_critic
+        steps_per_epoch = max(1, round(1.0 / trainer.sample_rate))
+        history: list[dict[str, Any]] = []
+        totals = {"d_loss": 0.0, "pairs": 0, "g_loss": 0.0, "g_steps": 0}
         bar = tqdm(total=d_steps, disable=not self.train_config.progress, unit="step")
         for step in range(1, d_steps + 1):
-            index = poisson_batch(n_rows, sample_rate, self.device)
-            # Enough fake rows for BatchNorm even when the Poisson batch is tiny; one per pair.
-            with torch.no_grad():
-                fake_x, fake_y = self._fake(max(len(index), expected_batch), label_probs)
-            pair_x = torch.stack([features[index], fake_x[: len(index)]], dim=1)
-            pair_y = torch.stack([one_hot[index], fake_y[: len(index)]], dim=1)
-            critic.zero_grad()
-            logits = critic.module(pair_x, pair_y)
-            targets = torch.zeros_like(logits)
-            targets[:, 0] = 1.0
-            per_pair = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
-            critic.step(per_pair.sum(dim=1))
-            sums["d_loss"] += float(per_pair.detach().sum())
-            sums["d_count"] += len(index)
-
-            if step % self.train_config.n_critic == 0:
-                fake_x, fake_y = self._fake(expected_batch, label_probs)
-                g_opt.zero_grad(set_to_none=True)
-                with critic.frozen() as frozen_d:  # backward inside: D's hooks stay off
-                    g_loss = F.binary_cross_entropy_with_logits(
-                        frozen_d(fake_x, fake_y), torch.ones(expected_batch, device=self.device)
-                    )
-                    g_loss.backward()
-                g_opt.step()
-                sums["g_loss"] += float(g_loss.detach()) * expected_batch
-                sums["g_count"] += expected_batch
-
+            loss_sum, pairs = trainer.discriminator_step()
+            totals["d_loss"] += loss_sum
+            totals["pairs"] += pairs
+            if step % n_critic == 0:
+                totals["g_loss"] += trainer.generator_step()
+                totals["g_steps"] += 1
             bar.update(1)
             if step % steps_per_epoch == 0 or step == d_steps:
                 record = {
                     "epoch": len(history) + 1,
                     "step": step,
-                    "d_loss": sums["d_loss"] / max(sums["d_count"], 1),
-                    "g_loss": sums["g_loss"] / max(sums["g_count"], 1),
+                    "d_loss": totals["d_loss"] / max(totals["pairs"], 1),
+                    "g_loss": totals["g_loss"] / max(totals["g_steps"], 1),
                     "epsilon": self.ledger.epsilon() if self.ledger.private else None,
                 }
                 history.append(record)
@@ -288,7 +257,7 @@ class DPCGAN:
                     d=f"{record['d_loss']:.3f}",
                     g=f"{record['g_loss']:.3f}",
                 )
-                sums = dict.fromkeys(sums, 0.0)
+                totals = dict.fromkeys(totals, 0)
         bar.close()
         return history
 
@@ -319,16 +288,19 @@ class DPCGAN:
                     f"label {label!r} is not a class of {self.transformer.target!r}"
                 )
             probs = F.one_hot(torch.tensor(int(code)), len(levels)).float()
-        generator = torch.Generator().manual_seed(self.seed if seed is None else seed)
         self.generator.eval()
         frames = []
-        with torch.no_grad():
+        # A private RNG stream (restored afterwards): the same seed gives the same table, and
+        # sampling does not disturb the caller's random state.
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            torch.manual_seed(self.seed if seed is None else seed)
             for start in range(0, n, SAMPLE_CHUNK):
                 size = min(SAMPLE_CHUNK, n - start)
-                codes = torch.multinomial(probs, size, replacement=True, generator=generator)
+                codes = torch.multinomial(probs, size, replacement=True)
                 y = F.one_hot(codes, probs.numel()).float().to(self.device)
-                z = torch.randn(size, self.generator.latent_dim, generator=generator)
-                x = self.generator(z.to(self.device), y, hard=True)
+                z = torch.randn(size, self.generator.latent_dim, device=self.device)
+                x = self.generator(z, y, hard=True)
                 frames.append(self.transformer.decode(x.cpu().numpy(), codes.numpy()))
         return pd.concat(frames, ignore_index=True)
 

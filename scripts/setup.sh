@@ -8,8 +8,10 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python}"
 TORCH_VERSION="${RDPGAN_TORCH_VERSION:-2.13.0}"
 pip_install() { "$PY" -m pip install --quiet --disable-pip-version-check "$@"; }
+# Looks modules up without importing them (importing torch alone takes seconds).
+have() { "$PY" -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))" "$@"; }
 
-if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+if ! have torch; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "setup: GPU found, installing the CUDA build of torch" >&2
     pip_install "torch==${TORCH_VERSION}"
@@ -23,12 +25,8 @@ if ! "$PY" -c "import torch" >/dev/null 2>&1; then
 fi
 # Skip the resolver when this exact tree is already installed (keeps CI and re-runs fast).
 stamp=".setup-stamp"
-digest=$(cat pyproject.toml | sha256sum | cut -c1-16)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ] || ! "$PY" -c "import rdpgan, opacus, hydra, xgboost, pytest" >/dev/null 2>&1; then
+digest=$(sha256sum pyproject.toml | cut -c1-16)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ] || ! have rdpgan opacus hydra xgboost sklearn pytest dp_accounting; then
   pip_install -e ".[dev]"
   echo "$digest" > "$stamp"
-fi
-# The real data sets live beside the checkout (../shared/data) unless the user says otherwise.
-if [ -z "${RDPGAN_DATA_DIR:-}" ] && [ ! -d data/adult ] && [ -d ../shared/data ]; then
-  echo "setup: using ../shared/data (set RDPGAN_DATA_DIR to change)" >&2
 fi

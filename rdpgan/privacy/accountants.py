@@ -20,9 +20,9 @@ Kinds:
 
 Searches (:func:`max_steps`, :func:`calibrate_noise_multiplier`) never use Opacus's
 ``get_noise_multiplier``: its fixed bracket makes ``gdp`` raise a root-finding error on ordinary
-inputs (e.g. q=0.01, 1000 steps, epsilon=8). Ours bisect on a feasibility test that treats any
-exception, nan or inf from an accountant as *infeasible*: that can only make an answer more
-conservative, never report a step count or noise level that overspends.
+inputs (e.g. q=0.01, 1000 steps, epsilon=8). Ours shrink a bracket whose feasible end has been
+evaluated, and treat any exception, nan or inf from an accountant as *infeasible*: that can only
+make an answer more conservative, never report a step count or noise level that overspends.
 """
 
 from __future__ import annotations
@@ -48,8 +48,14 @@ History = list[tuple[float, float, int]]  # (noise_multiplier, sample_rate, step
 # PRV accuracy: Opacus's default. The reported epsilon is the upper end of the error interval,
 # so a larger value is still sound, only looser (and faster: cost scales ~ 1/PRV_EPS_ERROR).
 PRV_EPS_ERROR = 0.01
+# PRV discretises the privacy loss on a grid of ~ 2 L sqrt(T log(12/delta_err) / 2) / eps_error
+# points (L: an RDP bound at a tiny delta). Time and memory grow with it (7.5M points: ~20 s and
+# several hundred MB per evaluation), so larger grids are refused with a ValueError instead of
+# risking the OOM killer; searches then treat them as infeasible. With eps_error=0.01 this caps
+# PRV at roughly 10^5 steps for single-digit epsilons.
+PRV_MAX_GRID_POINTS = 5_000_000
 # Relative precision of calibrate_noise_multiplier: the returned sigma is feasible and
-# sigma / (1 + SIGMA_RTOL) is not. Bisection from a factor-2 bracket takes ~10 evaluations.
+# sigma / (1 + SIGMA_RTOL) is not (typically 5-8 accountant evaluations, see _refine).
 SIGMA_RTOL = 1e-3
 # Search range for sigma. Below MIN_SIGMA training is effectively non-private and the
 # accountants become numerically fragile, so a budget that allows less noise gets MIN_SIGMA.
@@ -191,10 +197,57 @@ def _rdp_per_step(sigma: float, q: float) -> np.ndarray:
 def _rdp_epsilon(history: History, delta: float) -> float:
     # Same numbers as RDPAccountant.get_epsilon (compute_rdp is linear in steps), but cached.
     total = sum(_rdp_per_step(sigma, q) * steps for sigma, q, steps in history)
-    eps, _ = rdp_analysis.get_privacy_spent(
-        orders=RDPAccountant.DEFAULT_ALPHAS, rdp=total, delta=delta
-    )
+    with warnings.catch_warnings():
+        # Opacus warns when the best order is an end of its order list (e.g. at the small
+        # epsilon of the label release alone): the bound is still valid, only perhaps not the
+        # tightest, and the user cannot act on it.
+        warnings.filterwarnings("ignore", message="Optimal order is the")
+        eps, _ = rdp_analysis.get_privacy_spent(
+            orders=RDPAccountant.DEFAULT_ALPHAS, rdp=total, delta=delta
+        )
     return float(eps)
+
+
+# --------------------------------------------------------------------------------------- prv
+
+
+def prv_grid_points(history: History, delta: float) -> int:
+    """Size of the grid Opacus's PRV accountant would build (its own formulas, cheaply via RDP).
+
+    Mirrors ``PRVAccountant._get_domain`` and ``compute_safe_domain_size`` (Opacus 1.6) with
+    ``eps_error=PRV_EPS_ERROR`` and ``delta_error=delta/1000``.
+    """
+    history = _costly(_as_history(history))
+    if not history:
+        return 0
+    delta_error = delta / 1000
+    total = sum(steps for _, _, steps in history)
+    half_width = _rdp_epsilon(history, delta_error / 4)
+    for sigma, q, _ in history:
+        half_width = max(half_width, _rdp_epsilon([(sigma, q, 1)], delta_error / (8 * total)))
+    half_width = max(half_width, PRV_EPS_ERROR) + 3
+    mesh = PRV_EPS_ERROR / math.sqrt(total * math.log(12 / delta_error) / 2)
+    return int(2 * half_width / mesh) if math.isfinite(half_width) else 2**62
+
+
+def _prv_epsilon(history: History, delta: float) -> float:
+    points = prv_grid_points(history, delta)
+    if points > PRV_MAX_GRID_POINTS:
+        raise ValueError(
+            f"the PRV accountant would need a grid of {points:.3g} points for this history "
+            f"({sum(t for _, _, t in history)} steps), above PRV_MAX_GRID_POINTS="
+            f"{PRV_MAX_GRID_POINTS:.3g}; use fewer steps or the rdp accountant"
+        )
+    accountant = PRVAccountant()
+    accountant.history = history
+    with warnings.catch_warnings():
+        # Internal noise: an RDP bound used only to size PRV's grid ("optimal order is the
+        # largest alpha") and log(0) at sample rate 1. Neither affects the result.
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        # Opacus returns the upper end (estimate + eps_error at delta - delta_error);
+        # tests/privacy/test_accountants.py checks that this stays true.
+        return accountant.get_epsilon(delta=delta, eps_error=PRV_EPS_ERROR)
 
 
 # ---------------------------------------------------------------------------------- factory
@@ -212,7 +265,8 @@ def make_accountant(kind: str, history: History | None = None) -> IAccountant:
 
     ``gdp`` gives :class:`ComposingGaussianAccountant` (a ``GaussianAccountant`` that composes
     the whole history); the rest are the Opacus classes and :class:`MomentsAccountant`.
-    Note: ``prv`` and ``gdp`` ``get_epsilon`` defaults match :func:`epsilon`.
+    Their ``get_epsilon(delta)`` defaults give the same numbers as :func:`epsilon` (for prv,
+    without the grid-size guard).
     """
     _check_kind(kind)
     accountant = _CLASSES[kind]()
@@ -225,7 +279,8 @@ def epsilon(kind: str, history: History, delta: float) -> float:
 
     An upper bound for rdp, moments and prv (PRV: the upper end of its error interval); a CLT
     approximation for gdp. Never nan: a non-finite result is reported as inf. Accountant
-    errors propagate (the searches below turn them into "infeasible").
+    errors propagate (the searches below turn them into "infeasible"), including PRV's
+    refusal of grids above ``PRV_MAX_GRID_POINTS``.
     """
     _check_kind(kind)
     _check_delta(delta)
@@ -239,16 +294,7 @@ def epsilon(kind: str, history: History, delta: float) -> float:
     elif kind == "gdp":
         eps = gdp_epsilon(_gdp_mu(history), delta)
     elif kind == "prv":
-        accountant = PRVAccountant()
-        accountant.history = history
-        with warnings.catch_warnings():
-            # Internal noise: an RDP bound used only to size PRV's grid ("optimal order is the
-            # largest alpha") and log(0) at sample rate 1. Neither affects the result.
-            warnings.simplefilter("ignore", UserWarning)
-            warnings.simplefilter("ignore", RuntimeWarning)
-            # Opacus returns the upper end (estimate + eps_error at delta - delta_error);
-            # tests/privacy/test_accountants.py checks that this stays true.
-            eps = accountant.get_epsilon(delta=delta, eps_error=PRV_EPS_ERROR)
+        eps = _prv_epsilon(history, delta)
     else:
         accountant = MomentsAccountant()
         accountant.history = history
@@ -411,11 +457,14 @@ def calibrate_noise_multiplier(
         return _epsilon_or_inf(kind, history, delta) - target_epsilon
 
     start, step = 0.0, math.log(2.0)
-    if kind == "prv":
-        start = math.log(
-            calibrate_noise_multiplier("rdp", prior, sample_rate, steps, target_epsilon, delta)
-        )
-        step = math.log(1.25)
+    if kind == "prv":  # PRV needs a little less noise than RDP: start there, step finely
+        try:
+            rdp_sigma = calibrate_noise_multiplier(
+                "rdp", prior, sample_rate, steps, target_epsilon, delta
+            )
+            start, step = math.log(rdp_sigma), math.log(1.25)
+        except ValueError:  # RDP cannot fit the plan, PRV (tighter) may: search from sigma=1
+            pass
     log_min, log_max = math.log(MIN_SIGMA), math.log(MAX_SIGMA)
     start = min(max(start, log_min), log_max)
     g_start = excess(start)
@@ -424,7 +473,7 @@ def calibrate_noise_multiplier(
         while True:
             trial = max(good - step, log_min)
             if trial >= good:
-                return MIN_SIGMA
+                return math.exp(good)  # MIN_SIGMA, exactly as evaluated
             g_trial = excess(trial)
             if g_trial > 0:
                 bad, g_bad = trial, g_trial
@@ -433,13 +482,13 @@ def calibrate_noise_multiplier(
     else:  # walk up to a feasible sigma
         bad, g_bad = start, g_start
         while True:
-            trial = bad + step
-            if trial > log_max:
+            if bad >= log_max:
                 raise ValueError(
                     f"no noise multiplier up to {MAX_SIGMA:g} fits {steps} steps at sample rate"
                     f" {sample_rate:g} into epsilon={target_epsilon:g} ({kind}, delta={delta:g});"
                     f" the earlier releases already spend {prior_eps:.4g}"
                 )
+            trial = min(bad + step, log_max)
             g_trial = excess(trial)
             if g_trial <= 0:
                 good, g_good = trial, g_trial

@@ -13,6 +13,7 @@ one unit: adding or removing a private row adds or removes exactly one clipped t
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -93,9 +94,12 @@ class DPSGD:
     def step(self, per_sample_loss: torch.Tensor) -> None:
         """Clip each sample's gradient, add noise, update; the ledger is charged first."""
         self.ledger.charge(self.release)
-        DPTensorFastGradientClipping(
-            self.module, self.optimizer, per_sample_loss, loss_reduction="sum"
-        ).backward()
+        with warnings.catch_warnings():
+            # D's inputs never need gradients here; PyTorch warns about that on every step.
+            warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
+            DPTensorFastGradientClipping(
+                self.module, self.optimizer, per_sample_loss, loss_reduction="sum"
+            ).backward()
         self.optimizer.step()
 
     @contextmanager

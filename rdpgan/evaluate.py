@@ -1,0 +1,116 @@
+"""``python -m rdpgan.evaluate run_dir=...``: the paper's utility score of a run's synthetic table.
+
+Eight classifiers are trained on ``synthetic.csv`` and scored by AUROC on the run's held-out
+real rows (``test.csv``); the same eight trained on the real train split give the ``real``
+reference row. The real train split is rebuilt from the run's own Hydra config (same file,
+same split seed), so it never has to be written into the run directory.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from rdpgan.cli import guarded, precheck_overrides, to_typed
+from rdpgan.config import EvaluateConfig, RunConfig, register_configs
+from rdpgan.data.datasets import read_table, split
+from rdpgan.data.schema import Categorical, Schema
+from rdpgan.errors import UserInputError
+from rdpgan.io import read_json, write_json
+from rdpgan.utility import UtilityScores, classifier_auroc
+
+register_configs()
+
+
+def score_table(
+    train: pd.DataFrame,
+    test: pd.DataFrame,
+    schema: Schema,
+    target: str,
+    positive: Any,
+    seed: int,
+    n_jobs: int = 2,
+) -> UtilityScores:
+    features = schema.without(target).columns
+    return classifier_auroc(
+        train,
+        test,
+        target,
+        positive,
+        categorical=[c.name for c in features if isinstance(c, Categorical)],
+        continuous=[c.name for c in features if not isinstance(c, Categorical)],
+        seed=seed,
+        n_jobs=n_jobs,
+    )
+
+
+def run_config(run_dir: Path) -> RunConfig:
+    """The typed config a training run was launched with (Hydra's own record of it)."""
+    saved = run_dir / ".hydra" / "config.yaml"
+    if not saved.is_file():
+        raise UserInputError(f"{run_dir} has no .hydra/config.yaml; was it made by rdpgan.train?")
+    return to_typed(
+        OmegaConf.merge(OmegaConf.structured(RunConfig), OmegaConf.load(saved)), RunConfig
+    )
+
+
+def real_train_split(cfg: RunConfig) -> pd.DataFrame:
+    table = read_table(cfg.dataset, cfg.data.root)
+    return split(table, cfg.dataset.test_size, cfg.dataset.split_seed)[0]
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    seed: int = 0,
+    real: bool = True,
+    n_jobs: int = 2,
+    real_scores: UtilityScores | None = None,
+) -> dict[str, Any]:
+    """Score a run directory and write ``evaluation.json`` into it.
+
+    ``real_scores`` lets a caller that evaluates many runs of one split reuse the reference row.
+    """
+    run_dir = Path(run_dir)
+    for name in ("model.json", "synthetic.csv", "test.csv"):
+        if not (run_dir / name).is_file():
+            raise UserInputError(f"{run_dir} is not a finished run: {name} is missing")
+    meta = read_json(run_dir / "model.json")
+    schema = Schema.from_specs(meta["schema"])
+    target, positive = meta["target"], meta["positive_label"]
+    test = schema.conform(pd.read_csv(run_dir / "test.csv"))
+    synthetic = schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
+    if real_scores is None and real:  # first: it is the step that can fail on bad input
+        real_rows = real_train_split(run_config(run_dir))
+        real_scores = score_table(real_rows, test, schema, target, positive, seed, n_jobs)
+    result = score_table(synthetic, test, schema, target, positive, seed, n_jobs).to_dict()
+    if real_scores is not None:
+        result["real"] = real_scores.to_dict()
+    write_json(run_dir / "evaluation.json", result)
+    return result
+
+
+@hydra.main(config_path="../configs", config_name="evaluate", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> None:
+    def task() -> None:
+        typed = to_typed(cfg, EvaluateConfig)
+        result = evaluate_run(typed.run_dir, typed.seed, typed.real, typed.n_jobs)
+        line = f"synthetic mean AUROC {result['mean']:.4f}"
+        if "real" in result:
+            line += f"; real {result['real']['mean']:.4f}"
+        print(line)
+
+    guarded(task)
+
+
+def main() -> None:
+    precheck_overrides("evaluate", sys.argv[1:])
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

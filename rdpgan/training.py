@@ -1,0 +1,75 @@
+"""The CGAN's two updates, one discriminator step and one generator step, as a small object.
+
+Kept apart from :mod:`rdpgan.synthesizer` (which decides the budget and the number of steps) so
+the exact code that trains can also be timed by ``scripts/bench_speed.py`` and checkpointed.
+The critic is a :class:`~rdpgan.privacy.dp_sgd.DPSGD` or its non-private twin; this module does
+not know which.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from rdpgan.models import Generator
+from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD, poisson_batch
+
+
+class CGANTrainer:
+    """Holds the encoded training rows, both networks and their optimizers."""
+
+    def __init__(
+        self,
+        generator: Generator,
+        critic: DPSGD | PlainSGD,
+        generator_optimizer: torch.optim.Optimizer,
+        features: torch.Tensor,
+        labels: torch.Tensor,
+        label_probs: torch.Tensor,
+        sample_rate: float,
+        expected_batch: int,
+    ):
+        self.generator = generator
+        self.critic = critic
+        self.generator_optimizer = generator_optimizer
+        self.features = features
+        self.one_hot = F.one_hot(labels, label_probs.numel()).float()
+        self.label_probs = label_probs
+        self.sample_rate = sample_rate
+        self.expected_batch = expected_batch
+
+    def fake(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` generated rows with labels drawn from the released label frequencies."""
+        codes = torch.multinomial(self.label_probs, n, replacement=True)
+        y = F.one_hot(codes, self.label_probs.numel()).float()
+        z = torch.randn(n, self.generator.latent_dim, device=self.label_probs.device)
+        return self.generator(z, y), y
+
+    def discriminator_step(self) -> tuple[float, int]:
+        """One DP-SGD step on a Poisson batch of (real, fake) pairs; returns (loss sum, pairs)."""
+        index = poisson_batch(self.features.shape[0], self.sample_rate, self.features.device)
+        size = len(index)
+        # At least a full batch of fakes so BatchNorm in G sees a real batch; one per pair used.
+        with torch.no_grad():
+            fake_x, fake_y = self.fake(max(size, self.expected_batch))
+        pair_x = torch.stack([self.features[index], fake_x[:size]], dim=1)
+        pair_y = torch.stack([self.one_hot[index], fake_y[:size]], dim=1)
+        self.critic.zero_grad()
+        logits = self.critic.module(pair_x, pair_y)
+        targets = torch.zeros_like(logits)
+        targets[:, 0] = 1.0
+        per_pair = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
+        self.critic.step(per_pair.sum(dim=1))
+        return float(per_pair.detach().sum()), size
+
+    def generator_step(self) -> float:
+        """One step of the non-saturating generator loss through the frozen discriminator."""
+        fake_x, fake_y = self.fake(self.expected_batch)
+        self.generator_optimizer.zero_grad(set_to_none=True)
+        with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
+            loss = F.binary_cross_entropy_with_logits(
+                discriminator(fake_x, fake_y), torch.ones_like(fake_x[:, 0])
+            )
+            loss.backward()
+        self.generator_optimizer.step()
+        return float(loss.detach())

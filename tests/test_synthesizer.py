@@ -1,0 +1,111 @@
+"""The Python API: fit / sample / save / load, and the budget it spends."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from rdpgan import DPCGAN
+from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
+from rdpgan.errors import UserInputError
+from rdpgan.privacy.ledger import recompute_epsilon
+
+SCHEMA = [
+    {"name": "x", "kind": "continuous", "lo": -5, "hi": 5},
+    {"name": "n", "kind": "continuous", "lo": 0, "hi": 100, "integer": True},
+    {"name": "c", "kind": "categorical", "levels": ["a", "b", "c"], "missing": True},
+    {"name": "y", "kind": "categorical", "levels": [0, 1]},
+]
+SMALL = dict(
+    model=ModelConfig(latent_dim=8, generator_hidden=[32], discriminator_hidden=[32]),
+    train=TrainConfig(epochs=3, batch_size=64, progress=False),
+)
+
+
+def toy_table(n: int = 1200, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    return pd.DataFrame(
+        {
+            "x": rng.normal(2 * y - 1, 1.0),
+            "n": rng.integers(0, 100, n),
+            "c": rng.choice(["a", "b", "c", None], n),
+            "y": y,
+        }
+    )
+
+
+def test_fit_sample_save_load_round_trip(tmp_path):
+    model = DPCGAN(epsilon=4.0, delta=1e-5, seed=3, device="cpu", **SMALL)
+    model.fit(toy_table(), target="y", schema=SCHEMA, positive_label=1)
+    sample = model.sample(500)
+    assert list(sample.columns) == ["x", "n", "c", "y"]
+    assert set(sample["c"].dropna()) <= {"a", "b", "c"} and set(sample["y"]) <= {0, 1}
+    assert sample["x"].between(-5, 5).all() and sample["n"].between(0, 100).all()
+    assert str(sample["n"].dtype) == "int64"
+
+    ledger = model.ledger.to_dict()
+    assert 0 < ledger["epsilon_spent"] <= 4.0 and ledger["end_to_end"]
+    assert math.isclose(recompute_epsilon(ledger), ledger["epsilon_spent"], rel_tol=1e-12)
+
+    model.save(tmp_path / "m")
+    again = DPCGAN.load(tmp_path / "m", device="cpu")
+    pd.testing.assert_frame_equal(again.sample(300, seed=9), model.sample(300, seed=9))
+    assert abs(len(model.sample()) - 1200) < 60  # default size: the released noisy count
+
+
+def test_conditional_sampling_and_unknown_label():
+    model = DPCGAN(epsilon=4.0, seed=0, device="cpu", **SMALL)
+    model.fit(toy_table(), target="y", schema=SCHEMA)
+    assert set(model.sample(200, label=1)["y"]) == {1}
+    with pytest.raises(UserInputError):
+        model.sample(10, label=7)
+    with pytest.raises(UserInputError):
+        model.sample(0)
+
+
+def test_noise_multiplier_mode_trains_until_the_budget_stops_it():
+    privacy = PrivacyConfig(noise_multiplier=2.0)
+    model = DPCGAN(epsilon=1.0, seed=0, device="cpu", privacy=privacy, **SMALL)
+    model.fit(toy_table(), target="y", schema=SCHEMA)
+    ledger = model.ledger
+    dp_sgd = ledger.releases[-1]
+    assert dp_sgd.noise_multiplier == 2.0
+    assert ledger.steps_left(dp_sgd) == 0  # it trained up to the limit ...
+    assert ledger.epsilon() <= 1.0  # ... and not past it
+    assert model.metrics["discriminator_steps"] == dp_sgd.steps
+
+
+def test_the_same_seed_gives_the_same_synthetic_table():
+    first = DPCGAN(epsilon=2.0, seed=5, device="cpu", **SMALL).fit(toy_table(), "y", SCHEMA)
+    second = DPCGAN(epsilon=2.0, seed=5, device="cpu", **SMALL).fit(toy_table(), "y", SCHEMA)
+    pd.testing.assert_frame_equal(first.sample(400), second.sample(400))
+
+
+def test_unknown_column_and_bad_target_are_refused():
+    frame = toy_table().assign(extra=1)
+    with pytest.raises(UserInputError, match="extra"):
+        DPCGAN(device="cpu", **SMALL).fit(frame, "y", SCHEMA)
+    with pytest.raises(UserInputError, match="nope"):
+        DPCGAN(device="cpu", **SMALL).fit(toy_table(), "nope", SCHEMA)
+    with pytest.raises(UserInputError, match="single class"):
+        DPCGAN(device="cpu", **SMALL).fit(toy_table().assign(y=0), "y", SCHEMA)
+    with pytest.raises(UserInputError, match="1/n"):
+        DPCGAN(delta=0.01, device="cpu", **SMALL).fit(toy_table(), "y", SCHEMA)
+
+
+def test_damaged_model_file_is_a_clear_error(tmp_path):
+    model = DPCGAN(epsilon=2.0, device="cpu", **SMALL).fit(toy_table(), "y", SCHEMA)
+    model.save(tmp_path)
+    (tmp_path / "model.pt").write_bytes((tmp_path / "model.pt").read_bytes()[:100])
+    with pytest.raises(UserInputError, match="damaged"):
+        DPCGAN.load(tmp_path)
+
+
+def test_device_auto_uses_cpu_without_a_gpu():
+    model = DPCGAN(device="auto")
+    assert model.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
