@@ -120,6 +120,7 @@ class PrivacyLedger:
             sample_rate,
             self.epsilon_target,
             self.delta,
+            limit=max_steps,
         )
         self._step_limits[name] = min(max_steps, affordable)
         self.releases.append(release)
