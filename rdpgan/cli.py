@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import NoReturn, TypeVar
 
 from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig, OmegaConf
 
-from rdpgan.config import register_configs
+from rdpgan.config import RunConfig, register_configs
 from rdpgan.errors import UserInputError
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
@@ -46,6 +48,19 @@ def precheck_overrides(config_name: str, args: list[str]) -> None:
             OmegaConf.to_object(compose(config_name, overrides=overrides))
     except Exception as exc:  # Hydra and OmegaConf raise many types; all mean "bad config"
         fail(first_line(exc))
+
+
+def compose_run_config(overrides: list[str] | None = None) -> RunConfig:
+    """The typed run config for ``overrides``, composed exactly as ``rdpgan.train`` would."""
+    register_configs()
+    # Also callable from inside another Hydra app (the benchmark): set its state aside.
+    outer = get_gh_backup()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+            return to_typed(compose("config", overrides=overrides or []), RunConfig)
+    finally:
+        restore_gh_from_backup(outer)
 
 
 def to_typed(cfg: DictConfig, kind: type[ConfigT]) -> ConfigT:

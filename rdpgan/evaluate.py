@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rdpgan.cli import guarded, precheck_overrides, to_typed
 from rdpgan.config import EvaluateConfig, RunConfig, register_configs
-from rdpgan.data.datasets import read_table, split
+from rdpgan.data.datasets import load_split
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
 from rdpgan.io import read_json, write_json
@@ -59,11 +59,6 @@ def run_config(run_dir: Path) -> RunConfig:
     )
 
 
-def real_train_split(cfg: RunConfig) -> pd.DataFrame:
-    table = read_table(cfg.dataset, cfg.data.root)
-    return split(table, cfg.dataset.test_size, cfg.dataset.split_seed)[0]
-
-
 def evaluate_run(
     run_dir: str | Path,
     seed: int = 0,
@@ -85,7 +80,8 @@ def evaluate_run(
     test = schema.conform(pd.read_csv(run_dir / "test.csv"))
     synthetic = schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
     if real_scores is None and real:  # first: it is the step that can fail on bad input
-        real_rows = real_train_split(run_config(run_dir))
+        cfg = run_config(run_dir)
+        real_rows = load_split(cfg.dataset, cfg.data.root)[1]
         real_scores = score_table(real_rows, test, schema, target, positive, seed, n_jobs)
     result = score_table(synthetic, test, schema, target, positive, seed, n_jobs).to_dict()
     if real_scores is not None:

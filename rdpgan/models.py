@@ -35,17 +35,21 @@ class Generator(nn.Module):
         spans: Sequence[Span],
         width: int,
         gumbel_tau: float = 0.2,
+        straight_through: bool = False,
     ):
         super().__init__()
         self.latent_dim = latent_dim
         self.n_classes = n_classes
         self.spans = tuple(spans)
         self.gumbel_tau = gumbel_tau
+        self.straight_through = straight_through
         sizes = [latent_dim + n_classes, *hidden]
         self.body = _mlp(sizes, lambda i, o: (nn.Linear(i, o), nn.BatchNorm1d(o), nn.ReLU()))
         self.head = nn.Linear(sizes[-1], width)
 
-    def forward(self, z: torch.Tensor, y: torch.Tensor, hard: bool = False) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, y: torch.Tensor, hard: bool | None = None) -> torch.Tensor:
+        """A batch of encoded rows; ``hard`` (default: ``straight_through``) gives one-hots."""
+        hard = self.straight_through if hard is None else hard
         logits = self.head(self.body(torch.cat([z, y], dim=1)))
         parts = []
         for span in self.spans:

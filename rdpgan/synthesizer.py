@@ -166,6 +166,7 @@ class DPCGAN:
             self.transformer.spans,
             self.transformer.width,
             cfg.gumbel_tau,
+            cfg.straight_through,
         ).to(self.device)
 
     def _release_label_counts(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -187,7 +188,7 @@ class DPCGAN:
         """Wrap D for DP-SGD and decide how many discriminator steps the budget buys."""
         assert self.ledger is not None
         cfg, privacy = self.train_config, self.privacy
-        planned = max(1, math.ceil(cfg.epochs / sample_rate))
+        planned = cfg.steps or max(1, math.ceil(cfg.epochs / sample_rate))
         if not self.ledger.private:
             return PlainSGD(discriminator, d_opt, expected_batch), planned
         if privacy.noise_multiplier is None:

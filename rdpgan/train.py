@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from rdpgan.cli import guarded, precheck_overrides, remove_if_only_hydra, run_dir, to_typed
 from rdpgan.config import RunConfig, register_configs
-from rdpgan.data.datasets import read_table, split
+from rdpgan.data.datasets import load_split
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
 from rdpgan.privacy.ledger import validate_budget
@@ -29,8 +29,7 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         validate_budget(cfg.epsilon, cfg.delta)
     if cfg.sample.n is not None and cfg.sample.n <= 0:
         raise UserInputError(f"sample.n must be a positive integer, got {cfg.sample.n}")
-    table = read_table(cfg.dataset, cfg.data.root)
-    train_rows, test_rows = split(table, cfg.dataset.test_size, cfg.dataset.split_seed)
+    table, train_rows, test_rows = load_split(cfg.dataset, cfg.data.root)
     model = DPCGAN(
         epsilon=cfg.epsilon,
         delta=cfg.delta,

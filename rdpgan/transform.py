@@ -2,8 +2,9 @@
 
 Kept apart from the model (as CTGAN keeps its DataTransformer) so the networks only ever see
 float matrices. Continuous columns become one value in [-1, 1] (public bounds, clipped), plus a
-two-way present/missing block when the schema declares missing values; categorical columns
-become one-hot blocks. The target column is not a feature: it is the condition ``y``.
+one-hot "mode" block when the schema declares point masses or missing values (is this row an
+ordinary value, one of the point masses, or missing?); categorical columns become one-hot
+blocks. The target column is not a feature: it is the condition ``y``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class TableTransformer:
     def _blocks(column: Continuous | Categorical) -> list[tuple[int, str]]:
         if isinstance(column, Categorical):
             return [(column.n_codes, "softmax")]
-        return [(1, "tanh"), (2, "softmax")] if column.missing else [(1, "tanh")]
+        return [(1, "tanh"), (column.n_modes, "softmax")] if column.n_modes > 1 else [(1, "tanh")]
 
     @property
     def n_classes(self) -> int:
@@ -67,12 +68,12 @@ class TableTransformer:
                 blocks.append(np.eye(column.n_codes, dtype=np.float32)[column.encode(series)])
                 continue
             values = series.to_numpy(dtype=float)
-            missing = np.isnan(values)
-            # A missing value sits at the centre of the range; its indicator carries the fact.
-            unit = np.where(missing, 0.0, column.to_unit(np.nan_to_num(values, nan=column.lo)))
+            modes = column.modes(values)
+            # A special row (point mass, missing) sits at the centre; its mode carries the fact.
+            unit = np.where(modes == 0, column.to_unit(np.nan_to_num(values, nan=column.lo)), 0.0)
             blocks.append(unit[:, None].astype(np.float32))
-            if column.missing:
-                blocks.append(np.eye(2, dtype=np.float32)[missing.astype(np.int64)])
+            if column.n_modes > 1:
+                blocks.append(np.eye(column.n_modes, dtype=np.float32)[modes])
         return np.concatenate(blocks, axis=1) if blocks else np.zeros((len(frame), 0), np.float32)
 
     def decode(self, matrix: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
@@ -86,10 +87,10 @@ class TableTransformer:
                 out[column.name] = column.decode(block.argmax(axis=1))
                 continue
             values = column.from_unit(block[:, 0].astype(float))
-            if column.missing:
-                indicator = next(spans)
-                is_missing = matrix[:, indicator.start : indicator.end].argmax(axis=1) == 1
-                values = np.where(is_missing, np.nan, values)
+            if column.n_modes > 1:
+                mode_span = next(spans)
+                modes = matrix[:, mode_span.start : mode_span.end].argmax(axis=1)
+                values = column.from_modes(modes, values)
             out[column.name] = pd.Series(values, name=column.name).astype(column.dtype)
         out[self.target] = self.label_column.decode(np.asarray(labels))
         return pd.DataFrame({name: out[name] for name in self.schema.names})

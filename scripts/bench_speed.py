@@ -21,8 +21,9 @@ from pathlib import Path
 
 import torch
 
-from rdpgan.config import DatasetConfig, ModelConfig, TrainConfig
-from rdpgan.data.datasets import read_table, split
+from rdpgan.cli import compose_run_config
+from rdpgan.config import ModelConfig, TrainConfig
+from rdpgan.data.datasets import load_split
 from rdpgan.io import atomic_write
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
@@ -33,23 +34,8 @@ from rdpgan.transform import TableTransformer
 REPO = Path(__file__).resolve().parent.parent
 
 
-def adult_config() -> DatasetConfig:
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from rdpgan.cli import CONFIG_DIR
-    from rdpgan.config import RunConfig, register_configs
-
-    register_configs()
-    with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("config", overrides=["dataset=adult"]))
-    assert isinstance(cfg, RunConfig)
-    return cfg.dataset
-
-
 def make_trainer(private: bool, seed: int = 0) -> CGANTrainer:
-    table = read_table(adult_config())
-    train_rows, _ = split(table, 0.2, 0)
+    table, train_rows, _ = load_split(compose_run_config(["dataset=adult"]).dataset)
     transformer = TableTransformer(table.schema, table.target)
     features = torch.as_tensor(transformer.encode(train_rows))
     labels = torch.as_tensor(transformer.encode_labels(train_rows))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,3 +20,45 @@ def data_dir() -> Path:
     if not (root / "adult" / "adult.data").is_file():
         pytest.fail(f"real data not found under {root}; set RDPGAN_DATA_DIR")
     return root
+
+
+FAST = [
+    "train.epochs=2",
+    "train.batch_size=200",
+    "train.progress=false",
+    "model.generator_hidden=[64]",
+    "model.discriminator_hidden=[64]",
+]
+
+
+def train_cli(tmp_path: Path, *overrides: str, root: Path | None = None):
+    env = {**os.environ}
+    if root is not None:
+        env["RDPGAN_DATA_DIR"] = str(root)
+    return subprocess.run(
+        [sys.executable, "-m", "rdpgan.train", f"hydra.run.dir={tmp_path / 'run'}", *overrides],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="session")
+def small_adult(tmp_path_factory, data_dir) -> Path:
+    """A data root holding the first 3,000 rows of the real adult.data."""
+    root = tmp_path_factory.mktemp("adult_root")
+    (root / "adult").mkdir()
+    lines = (data_dir / "adult" / "adult.data").read_text().splitlines()[:3000]
+    (root / "adult" / "adult.data").write_text("\n".join(lines) + "\n")
+    return root
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory, small_adult) -> Path:
+    """One short real run (ε=3) on the small Adult root, shared by the tests that read it."""
+    where = tmp_path_factory.mktemp("trained")
+    result = train_cli(where, "dataset=adult", "epsilon=3", "seed=1", *FAST, root=small_adult)
+    assert result.returncode == 0, result.stderr
+    return where / "run"

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +12,7 @@ import torch
 
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.privacy.ledger import recompute_epsilon
+from tests.conftest import FAST, train_cli
 
 REPO = Path(__file__).resolve().parent.parent
 ADULT_COLUMNS = [
@@ -34,44 +32,11 @@ ADULT_COLUMNS = [
     "native-country",
     "income",
 ]
-FAST = [
-    "train.epochs=2",
-    "train.batch_size=200",
-    "train.progress=false",
-    "model.generator_hidden=[64]",
-    "model.discriminator_hidden=[64]",
-]
-
-
-def train_cli(tmp_path: Path, *overrides: str, root: Path | None = None):
-    env = {**os.environ}
-    if root is not None:
-        env["RDPGAN_DATA_DIR"] = str(root)
-    return subprocess.run(
-        [sys.executable, "-m", "rdpgan.train", f"hydra.run.dir={tmp_path / 'run'}", *overrides],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=600,
-    )
-
-
-@pytest.fixture(scope="module")
-def small_adult(tmp_path_factory, data_dir) -> Path:
-    """A data root holding the first 3,000 rows of the real adult.data."""
-    root = tmp_path_factory.mktemp("adult_root")
-    (root / "adult").mkdir()
-    lines = (data_dir / "adult" / "adult.data").read_text().splitlines()[:3000]
-    (root / "adult" / "adult.data").write_text("\n".join(lines) + "\n")
-    return root
 
 
 @pytest.mark.slow
-def test_short_real_run_writes_every_output(tmp_path, small_adult):
-    result = train_cli(tmp_path, "dataset=adult", "epsilon=3", "seed=1", *FAST, root=small_adult)
-    assert result.returncode == 0, result.stderr
-    run = tmp_path / "run"
+def test_short_real_run_writes_every_output(trained_run):
+    run = trained_run
     for name in (
         "synthetic.csv",
         "test.csv",

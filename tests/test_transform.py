@@ -13,7 +13,7 @@ from rdpgan.transform import TableTransformer
 SCHEMA = Schema(
     [
         Continuous("age", 17, 90, integer=True),
-        Continuous("income", 0, 100_000, transform="log1p", missing=True),
+        Continuous("income", 0, 100_000, transform="log1p", missing=True, point_masses=(0.0,)),
         Continuous("score", -100, 100, transform="slog1p"),
         Categorical("colour", ("red", "green", "blue"), missing=True),
         Categorical("flag", (0, 1)),
@@ -89,3 +89,25 @@ def test_non_numeric_value_in_continuous_column_is_rejected():
 def test_schema_round_trips_through_its_json_specs():
     again = Schema.from_specs(SCHEMA.to_specs())
     assert again.columns == SCHEMA.columns
+
+
+def test_point_masses_get_their_own_mode_and_come_back_exactly():
+    frame = table()
+    transformer = TableTransformer(SCHEMA, "label")
+    income = SCHEMA["income"]
+    assert income.modes(frame["income"].to_numpy()).tolist() == [1, 0, 2, 0]
+    matrix = transformer.encode(frame)
+    back = transformer.decode(matrix, transformer.encode_labels(frame))
+    assert back.loc[0, "income"] == 0.0 and np.isnan(back.loc[2, "income"])
+    # A generator that picks the point-mass mode yields exactly the mass, whatever its value.
+    span = transformer.spans[1]
+    assert (span.activation, span.end - span.start) == ("tanh", 1)
+    mode_span = transformer.spans[2]
+    matrix[:, span.start] = 0.37
+    matrix[:, mode_span.start : mode_span.end] = [0.1, 0.8, 0.1]
+    assert (transformer.decode(matrix, np.zeros(4, dtype=int))["income"] == 0.0).all()
+
+
+def test_point_mass_outside_the_bounds_is_refused():
+    with pytest.raises(UserInputError, match="point masses"):
+        Continuous("x", 1, 10, point_masses=(0.0,))

@@ -81,17 +81,25 @@ def read_table(config: DatasetConfig, root: str | None = None) -> Table:
     return Table(frame, schema, config.target, config.positive_label)
 
 
-def split(table: Table, test_size: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def split(
+    frame: pd.DataFrame, target: str, test_size: float, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Stratified train/test split; only the train part is ever shown to the generator."""
     if not 0.0 < test_size < 1.0:
         raise UserInputError(f"test_size must be in (0, 1), got {test_size}")
     try:
         train, test = train_test_split(
-            table.frame,
-            test_size=test_size,
-            random_state=seed,
-            stratify=table.frame[table.target],
+            frame, test_size=test_size, random_state=seed, stratify=frame[target]
         )
     except ValueError as exc:
-        raise UserInputError(f"cannot split {table.target!r} stratified: {exc}") from exc
+        raise UserInputError(f"cannot split {target!r} stratified: {exc}") from exc
     return train.reset_index(drop=True), test.reset_index(drop=True)
+
+
+def load_split(
+    config: DatasetConfig, root: str | None = None
+) -> tuple[Table, pd.DataFrame, pd.DataFrame]:
+    """Read a registered table and make its fixed train/test split (the one every run uses)."""
+    table = read_table(config, root)
+    train, test = split(table.frame, table.target, config.test_size, config.split_seed)
+    return table, train, test

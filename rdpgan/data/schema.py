@@ -48,8 +48,11 @@ class Continuous:
     integer: bool = False
     transform: str = "none"
     missing: bool = False
+    point_masses: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
+        if any(not self.lo <= p <= self.hi for p in self.point_masses):
+            raise UserInputError(f"column {self.name!r}: point masses must lie within the bounds")
         if not (math.isfinite(self.lo) and math.isfinite(self.hi) and self.lo < self.hi):
             raise UserInputError(f"column {self.name!r}: bounds must satisfy lo < hi")
         if self.transform not in TRANSFORMS:
@@ -59,6 +62,24 @@ class Continuous:
             )
         if self.transform == "log1p" and self.lo < 0:
             raise UserInputError(f"column {self.name!r}: log1p needs lo >= 0")
+
+    @property
+    def n_modes(self) -> int:
+        """Codes of the mode block: 'a value' + each point mass (+ 'missing'); 1 = no block."""
+        return 1 + len(self.point_masses) + int(self.missing)
+
+    def modes(self, values: np.ndarray) -> np.ndarray:
+        """Per row: 0 for an ordinary value, 1.. for a point mass, last for missing."""
+        codes = np.zeros(len(values), dtype=np.int64)
+        for i, mass in enumerate(self.point_masses, start=1):
+            codes[values == mass] = i
+        if self.missing:
+            codes[np.isnan(values)] = self.n_modes - 1
+        return codes
+
+    def from_modes(self, codes: np.ndarray, values: np.ndarray) -> np.ndarray:
+        specials = np.array([np.nan, *self.point_masses, *([np.nan] * self.missing)])
+        return np.where(codes == 0, values, specials[codes])
 
     def to_unit(self, values: np.ndarray) -> np.ndarray:
         """Map values into [-1, 1] through the public transform and bounds (clipping)."""
@@ -173,6 +194,7 @@ class Schema:
                         spec.integer,
                         spec.transform,
                         spec.missing,
+                        tuple(float(p) for p in spec.point_masses),
                     )
                 )
             elif spec.kind == "categorical":
@@ -198,6 +220,7 @@ class Schema:
                     column.transform,
                     None,
                     column.missing,
+                    list(column.point_masses),
                 )
             else:
                 spec = ColumnSpec(

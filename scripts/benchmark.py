@@ -1,0 +1,200 @@
+"""The paper's benchmark: datasets × {cgan, dp_cgan, rdp_cgan} × ε × repeats, resumable.
+
+    python scripts/benchmark.py                      # the whole grid, 10 repeats
+    python scripts/benchmark.py repeats=3 table=adult epsilon=8   # a slice
+    python scripts/report_benchmark.py               # tables + figure from results/*.csv
+
+Each repeat r makes its own stratified 80/20 split (seed r), trains with seed r through exactly
+the code path of ``python -m rdpgan.train`` (so the ledger rules hold), scores the synthetic
+table with the paper's 8 classifiers on the held-out real rows, and appends one row to
+``results/<dataset>.csv``. The real-data reference for split r is computed once and cached in
+``results/real_<dataset>.csv``. The non-private cgan does not depend on ε: it is run once per
+repeat and stored with ``epsilon`` empty. Nothing is tuned here; settings come from configs/.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import hydra
+import pandas as pd
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from rdpgan.cli import compose_run_config, first_line, remove_if_only_hydra
+from rdpgan.data.datasets import load_split
+from rdpgan.errors import UserInputError
+from rdpgan.evaluate import score_table
+from rdpgan.io import atomic_write
+from rdpgan.train import run as train_run
+
+REPO = Path(__file__).resolve().parent.parent
+PRIVACY_OF_METHOD = {"cgan": "none", "dp_cgan": "dp", "rdp_cgan": "rdp"}
+
+
+@dataclass
+class BenchmarkConfig:
+    table: str = "adult"  # a dataset name; `dataset` itself is a config group
+    method: str = "rdp_cgan"
+    epsilon: float = 8.0
+    repeats: int = 10
+    delta: float = 1e-5
+    results_dir: str = "results"
+    overrides: list[str] = field(default_factory=list)
+
+
+ConfigStore.instance().store(name="benchmark_schema", node=BenchmarkConfig)
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Serialise read-modify-write of a results CSV across parallel launcher workers."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_rows(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+
+
+def append_row(path: Path, row: dict) -> None:
+    with locked(path):
+        rows = pd.concat([read_rows(path), pd.DataFrame([row])], ignore_index=True)
+        atomic_write(path, lambda tmp: rows.to_csv(tmp, index=False))
+
+
+def is_done(path: Path, keys: dict) -> bool:
+    rows = read_rows(path)
+    if rows.empty:
+        return False
+    match = pd.Series(True, index=rows.index)
+    for key, value in keys.items():
+        column = rows[key]
+        match &= column.isna() if value is None else (column == value)
+    return bool(match.any())
+
+
+def provenance() -> dict[str, str]:
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
+    ).stdout.strip()
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, torch CPU",
+        "commit": commit or "unknown",
+    }
+
+
+def command_line(cfg: BenchmarkConfig) -> str:
+    """The command that reproduces this cell (copy-pastable, overrides quoted)."""
+    words = [f"table={cfg.table}", f"method={cfg.method}", f"epsilon={cfg.epsilon}"]
+    if cfg.overrides:
+        words.append("'overrides=[" + ",".join(f'"{o}"' for o in cfg.overrides) + "]'")
+    return "python scripts/benchmark.py " + " ".join(words)
+
+
+def real_reference(cfg: BenchmarkConfig, repeat: int, results: Path) -> dict:
+    """The 8 classifiers trained on the real train split of repeat ``repeat`` (cached)."""
+    path = results / f"real_{cfg.table}.csv"
+    keys = {"dataset": cfg.table, "repeat": repeat}
+    if not is_done(path, keys):
+        run_cfg = compose_run_config([f"dataset={cfg.table}", f"dataset.split_seed={repeat}"])
+        table, train, test = load_split(run_cfg.dataset, run_cfg.data.root)
+        scores = score_table(train, test, table.schema, table.target, table.positive_label, 0)
+        append_row(
+            path,
+            {
+                **keys,
+                "mean": scores.mean,
+                "seconds": scores.seconds,
+                **{f"auroc_{k}": v for k, v in scores.auroc.items()},
+            },
+        )
+    rows = read_rows(path)
+    return rows[(rows["dataset"] == cfg.table) & (rows["repeat"] == repeat)].iloc[0].to_dict()
+
+
+def run_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> None:
+    epsilon = None if cfg.method == "cgan" else float(cfg.epsilon)
+    csv = results / f"{cfg.table}.csv"
+    keys = {"dataset": cfg.table, "method": cfg.method, "epsilon": epsilon, "repeat": repeat}
+    if is_done(csv, keys):
+        print(f"skip (done): {keys}")
+        return
+    real = real_reference(cfg, repeat, results)
+    overrides = [
+        f"dataset={cfg.table}",
+        f"dataset.split_seed={repeat}",
+        f"seed={repeat}",
+        f"privacy={PRIVACY_OF_METHOD[cfg.method]}",
+        f"epsilon={cfg.epsilon}",
+        f"delta={cfg.delta}",
+        "train.progress=false",
+        *cfg.overrides,
+    ]
+    run_cfg = compose_run_config(overrides)
+    run_dir = out / f"repeat{repeat}"
+    started = time.perf_counter()
+    model = train_run(run_cfg, run_dir)
+    train_seconds = time.perf_counter() - started
+    table, _, test = load_split(run_cfg.dataset, run_cfg.data.root)
+    synthetic = table.schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
+    scores = score_table(synthetic, test, table.schema, table.target, table.positive_label, 0)
+    ledger = model.ledger.to_dict()
+    append_row(
+        csv,
+        {
+            **keys,
+            "epsilon_spent": ledger["epsilon_spent"],
+            "delta": cfg.delta,
+            "mean": scores.mean,
+            **{f"auroc_{k}": v for k, v in scores.auroc.items()},
+            "real_mean": real["mean"],
+            "share_of_real": scores.mean / real["mean"],
+            "synthetic_positives": int((synthetic[table.target] == table.positive_label).sum()),
+            "train_seconds": round(train_seconds, 1),
+            "eval_seconds": round(scores.seconds, 1),
+            "command": command_line(cfg),
+            **provenance(),
+        },
+    )
+    print(f"done: {keys} mean AUROC {scores.mean:.4f} (real {real['mean']:.4f})", flush=True)
+
+
+@hydra.main(config_path="../configs/benchmark", config_name="config", version_base="1.3")
+def main(raw: DictConfig) -> None:
+    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BenchmarkConfig), raw))
+    assert isinstance(cfg, BenchmarkConfig)
+    if cfg.method not in PRIVACY_OF_METHOD:
+        raise UserInputError(f"method must be one of {', '.join(PRIVACY_OF_METHOD)}")
+    out = Path(HydraConfig.get().runtime.output_dir)
+    results = REPO / cfg.results_dir
+    try:
+        for repeat in range(cfg.repeats):
+            run_repeat(cfg, repeat, out, results)
+    except UserInputError as exc:
+        remove_if_only_hydra(out)
+        print(f"error: {first_line(exc)}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    if not {"-m", "--multirun"} & set(sys.argv[1:]):
+        sys.argv.insert(1, "--multirun")  # the grid is the point; sweep params live in the config
+    main()
