@@ -84,7 +84,7 @@ class ModelConfig:
     gumbel_tau: float = 0.2
     # Straight-through Gumbel: G emits exact one-hot blocks in training too (soft gradients),
     # so D cannot tell fakes by their soft categorical values alone.
-    straight_through: bool = False
+    straight_through: bool = True
 
 
 @dataclass
@@ -93,13 +93,16 @@ class TrainConfig:
 
     name: str = "default"
     # Planned length; sigma is calibrated so these epochs end exactly at the target epsilon.
-    epochs: float = 20.0
+    epochs: float = 50.0
     # With privacy.noise_multiplier set, training runs until the budget is spent or this cap.
     max_epochs: float | None = None
     # If set, the number of discriminator steps, overriding epochs: a length that means the same
     # on a 700-row table and a 30,000-row one.
     steps: int | None = None
     batch_size: int = 500
+    # On a small table a full batch would be most of it, and privacy amplification by
+    # subsampling would be lost: the sampling rate is capped instead (batch = rate × rows).
+    max_sample_rate: float = 0.1
     generator_lr: float = 2e-4
     discriminator_lr: float = 2e-4
     betas: list[float] = field(default_factory=lambda: [0.5, 0.9])
@@ -144,6 +147,18 @@ class EvaluateConfig:
     n_jobs: int = 2
 
 
+@dataclass
+class SampleCliConfig:
+    """``python -m rdpgan.sample``: draw rows from a saved run into a CSV or Parquet file."""
+
+    run_dir: str = "???"
+    out: str = "???"  # .csv or .parquet; relative to the current directory
+    n: int | None = None  # default: the model's released (noisy) row count
+    label: Any = None  # a class of the target: only rows of that class
+    seed: int | None = None  # default: the model's training seed
+    chunk_size: int = 100_000  # rows generated and written at a time (bounds memory)
+
+
 def register_configs() -> None:
     """Register the dataclasses so Hydra type-checks every YAML group against them."""
     store = ConfigStore.instance()
@@ -153,3 +168,4 @@ def register_configs() -> None:
     store.store(group="model", name="model_schema", node=ModelConfig)
     store.store(group="train", name="train_schema", node=TrainConfig)
     store.store(name="evaluate_schema", node=EvaluateConfig)
+    store.store(name="sample_schema", node=SampleCliConfig)

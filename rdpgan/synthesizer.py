@@ -121,7 +121,7 @@ class DPCGAN:
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
 
         cfg = self.train_config
-        sample_rate = min(1.0, cfg.batch_size / n_public)
+        sample_rate = min(cfg.max_sample_rate, cfg.batch_size / n_public)
         expected_batch = max(1, round(sample_rate * n_public))
         self.generator = self._build_generator()
         discriminator = Discriminator(
@@ -229,36 +229,39 @@ class DPCGAN:
         return critic, steps
 
     def _train_loop(self, trainer: CGANTrainer, d_steps: int) -> list[dict[str, Any]]:
-        """Alternate ``n_critic`` private D steps with one G step until the D steps run out."""
+        """Alternate ``n_critic`` private D steps with one G step until the D steps run out.
+
+        The per-epoch record holds only quantities that are private by post-processing
+        (losses on generated rows, epsilon so far), so ``metrics.json`` can be shared.
+        """
         assert self.ledger is not None
         n_critic = self.train_config.n_critic
         steps_per_epoch = max(1, round(1.0 / trainer.sample_rate))
         history: list[dict[str, Any]] = []
-        totals = {"d_loss": 0.0, "pairs": 0, "g_loss": 0.0, "g_steps": 0}
+        g_losses: list[tuple[float, float]] = []
         bar = tqdm(total=d_steps, disable=not self.train_config.progress, unit="step")
         for step in range(1, d_steps + 1):
-            loss_sum, pairs = trainer.discriminator_step()
-            totals["d_loss"] += loss_sum
-            totals["pairs"] += pairs
+            trainer.discriminator_step()
             if step % n_critic == 0:
-                totals["g_loss"] += trainer.generator_step()
-                totals["g_steps"] += 1
+                g_losses.append(trainer.generator_step())
             bar.update(1)
             if step % steps_per_epoch == 0 or step == d_steps:
+                g_loss, d_loss = np.mean(g_losses, axis=0).tolist() if g_losses else (None, None)
                 record = {
                     "epoch": len(history) + 1,
                     "step": step,
-                    "d_loss": totals["d_loss"] / max(totals["pairs"], 1),
-                    "g_loss": totals["g_loss"] / max(totals["g_steps"], 1),
+                    "g_loss": g_loss,
+                    "d_loss_on_fakes": d_loss,
                     "epsilon": self.ledger.epsilon() if self.ledger.private else None,
                 }
                 history.append(record)
                 bar.set_postfix(
-                    eps="n/a" if record["epsilon"] is None else f"{record['epsilon']:.3f}",
-                    d=f"{record['d_loss']:.3f}",
-                    g=f"{record['g_loss']:.3f}",
+                    {
+                        k: "n/a" if record[k] is None else f"{record[k]:.3f}"
+                        for k in ("epsilon", "g_loss", "d_loss_on_fakes")
+                    }
                 )
-                totals = dict.fromkeys(totals, 0)
+                g_losses = []
         bar.close()
         return history
 

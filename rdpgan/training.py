@@ -45,8 +45,11 @@ class CGANTrainer:
         z = torch.randn(n, self.generator.latent_dim, device=self.label_probs.device)
         return self.generator(z, y), y
 
-    def discriminator_step(self) -> tuple[float, int]:
-        """One DP-SGD step on a Poisson batch of (real, fake) pairs; returns (loss sum, pairs)."""
+    def discriminator_step(self) -> None:
+        """One DP-SGD step on a Poisson batch of (real, fake) pairs.
+
+        Nothing computed on the real rows leaves this method: their loss is private data.
+        """
         index = poisson_batch(self.features.shape[0], self.sample_rate, self.features.device)
         size = len(index)
         # At least a full batch of fakes so BatchNorm in G sees a real batch; one per pair used.
@@ -60,16 +63,19 @@ class CGANTrainer:
         targets[:, 0] = 1.0
         per_pair = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
         self.critic.step(per_pair.sum(dim=1))
-        return float(per_pair.detach().sum()), size
 
-    def generator_step(self) -> float:
-        """One step of the non-saturating generator loss through the frozen discriminator."""
+    def generator_step(self) -> tuple[float, float]:
+        """One step of the non-saturating generator loss through the frozen discriminator.
+
+        Returns G's loss and D's loss on the same fresh fake batch: both depend on private data
+        only through D, so (unlike any loss on real rows) they are safe to report.
+        """
         fake_x, fake_y = self.fake(self.expected_batch)
         self.generator_optimizer.zero_grad(set_to_none=True)
         with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
-            loss = F.binary_cross_entropy_with_logits(
-                discriminator(fake_x, fake_y), torch.ones_like(fake_x[:, 0])
-            )
+            logits = discriminator(fake_x, fake_y)
+            loss = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
             loss.backward()
         self.generator_optimizer.step()
-        return float(loss.detach())
+        d_fake_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))
+        return float(loss.detach()), float(d_fake_loss)

@@ -90,14 +90,22 @@ def is_done(path: Path, keys: dict) -> bool:
     return bool(match.any())
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO).stdout.strip()
+
+
+# Read once, when the process starts: the code that runs is the code imported then, whatever
+# is committed while a long grid is running.
+COMMIT = (_git("rev-parse", "--short", "HEAD") or "unknown") + (
+    "-dirty" if _git("status", "--porcelain", "--untracked-files=no", "rdpgan", "configs") else ""
+)
+
+
 def provenance() -> dict[str, str]:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
-    ).stdout.strip()
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, torch CPU",
-        "commit": commit or "unknown",
+        "commit": COMMIT,
     }
 
 

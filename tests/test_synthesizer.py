@@ -109,3 +109,12 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
 def test_device_auto_uses_cpu_without_a_gpu():
     model = DPCGAN(device="auto")
     assert model.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_small_table_caps_the_sampling_rate():
+    train = TrainConfig(epochs=2, batch_size=500, max_sample_rate=0.1, progress=False)
+    model = DPCGAN(epsilon=4.0, device="cpu", model=SMALL["model"], train=train)
+    model.fit(toy_table(300), "y", SCHEMA)
+    assert model.metrics["sample_rate"] == pytest.approx(0.1)
+    assert model.metrics["expected_batch_size"] == pytest.approx(30, abs=3)
+    assert model.metrics["discriminator_steps"] == 20  # 2 epochs at rate 0.1

@@ -82,6 +82,14 @@ def test_short_real_run_writes_every_output(trained_run):
     assert all(isinstance(v, torch.Tensor) for v in weights.values())
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["wall_seconds"] > 0 and metrics["epochs"]
+    # Only quantities private by post-processing: no loss computed on real rows.
+    assert {k for epoch in metrics["epochs"] for k in epoch} == {
+        "epoch",
+        "step",
+        "g_loss",
+        "d_loss_on_fakes",
+        "epsilon",
+    }
 
 
 @pytest.mark.slow

@@ -153,10 +153,14 @@ class Categorical:
         return codes
 
     def decode(self, codes: np.ndarray) -> pd.Series:
-        values = [self.levels[c] if c < len(self.levels) else None for c in codes]
+        """Levels by code (any code past the levels is 'missing'), by one table lookup: this
+        runs on every sampled row, so a per-row Python loop would dominate large samples."""
+        codes = np.minimum(np.asarray(codes, dtype=np.int64), len(self.levels))
         if self.numeric:
-            return pd.Series(values, name=self.name, dtype="float64").astype(self.dtype)
-        return pd.Series(values, name=self.name, dtype=object).astype(self.dtype)
+            table = np.array([*map(float, self.levels), np.nan], dtype="float64")
+            return pd.Series(table[codes], name=self.name).astype(self.dtype)
+        table = np.array([*self.levels, None], dtype=object)
+        return pd.Series(table[codes], name=self.name, dtype=object).astype(self.dtype)
 
     @property
     def dtype(self) -> str:
