@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
@@ -22,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rdpgan.config import RunConfig, register_configs
 from rdpgan.errors import UserInputError
+from rdpgan.io import read_json, write_json
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
 ConfigT = TypeVar("ConfigT")
@@ -41,7 +43,11 @@ def precheck_overrides(config_name: str, args: list[str]) -> None:
     """Compose the config as Hydra will, failing in one line on any config error."""
     if any(arg.startswith("-") for arg in args):
         return  # --multirun, --help, --cfg ...: Hydra's own modes, left to Hydra
-    overrides = [a for a in args if not a.lstrip("+~").startswith("hydra.")]
+    overrides = [
+        a
+        for a in args
+        if a.startswith("hydra.searchpath=") or not a.lstrip("+~").startswith("hydra.")
+    ]
     register_configs()
     try:
         with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
@@ -74,13 +80,48 @@ def run_dir() -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
 
 
-def remove_if_only_hydra(directory: Path) -> None:
-    """Delete a run directory that holds nothing but Hydra's own bookkeeping."""
-    if not directory.is_dir():
-        return
-    ours = [p for p in directory.iterdir() if p.name != ".hydra" and p.suffix != ".log"]
-    if not ours:
-        shutil.rmtree(directory)
+RUN_RECORD = "run.json"
+
+
+def write_run_config(directory: Path, cfg: RunConfig) -> None:
+    """The settings of a run, kept beside its outputs (Hydra's own copy is rewritten on resume)."""
+    write_json(directory / RUN_RECORD, asdict(cfg))
+
+
+def read_run_config(directory: Path) -> RunConfig:
+    path = directory / RUN_RECORD
+    if not path.is_file():
+        raise UserInputError(f"{directory} has no {RUN_RECORD}; was it made by rdpgan.train?")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(RunConfig), read_json(path))
+        return to_typed(merged, RunConfig)
+    except Exception as exc:  # JSON and OmegaConf validation errors alike
+        raise UserInputError(f"{path} is not a valid run record: {first_line(exc)}") from exc
+
+
+def existing_files(directory: Path) -> set[Path]:
+    return set(directory.rglob("*")) if directory.is_dir() else set()
+
+
+def _hydra_own(path: Path) -> bool:
+    return ".hydra" in path.parts or path.suffix == ".log"
+
+
+def remove_new_files(directory: Path, before: set[Path]) -> None:
+    """Undo a failed run: delete what it created, and the run directory if Hydra made it for us.
+
+    ``before`` is the listing taken when the job started (Hydra's own files already in it).
+    """
+    for path in sorted(existing_files(directory) - before, reverse=True):  # deepest first
+        if _hydra_own(path):
+            continue
+        if path.is_file():
+            path.unlink()
+        elif not any(path.iterdir()):
+            path.rmdir()
+    made_for_this_run = all(_hydra_own(p) for p in before)
+    if made_for_this_run and all(_hydra_own(p) for p in existing_files(directory)):
+        shutil.rmtree(directory, ignore_errors=True)
         parent = directory.parent
         while parent != Path.cwd() and parent.is_dir() and not any(parent.iterdir()):
             parent.rmdir()

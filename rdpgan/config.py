@@ -108,6 +108,8 @@ class TrainConfig:
     betas: list[float] = field(default_factory=lambda: [0.5, 0.9])
     n_critic: int = 1
     progress: bool = True
+    # Save the training state every N discriminator steps (0: only at the end).
+    checkpoint_every: int = 500
 
 
 @dataclass
@@ -135,6 +137,8 @@ class RunConfig:
     seed: int = 0
     device: str = "auto"
     evaluate: bool = False
+    # Continue the checkpointed run in hydra.run.dir (same data, same settings).
+    resume: bool = False
 
 
 @dataclass

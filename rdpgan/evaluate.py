@@ -2,7 +2,7 @@
 
 Eight classifiers are trained on ``synthetic.csv`` and scored by AUROC on the run's held-out
 real rows (``test.csv``); the same eight trained on the real train split give the ``real``
-reference row. The real train split is rebuilt from the run's own Hydra config (same file,
+reference row. The real train split is rebuilt from the run's own ``run.json`` (same file,
 same split seed), so it never has to be written into the run directory.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import hydra
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from rdpgan.cli import guarded, precheck_overrides, to_typed
-from rdpgan.config import EvaluateConfig, RunConfig, register_configs
+from rdpgan.cli import guarded, precheck_overrides, read_run_config, to_typed
+from rdpgan.config import EvaluateConfig, register_configs
 from rdpgan.data.datasets import load_split
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
@@ -49,16 +49,6 @@ def score_table(
     )
 
 
-def run_config(run_dir: Path) -> RunConfig:
-    """The typed config a training run was launched with (Hydra's own record of it)."""
-    saved = run_dir / ".hydra" / "config.yaml"
-    if not saved.is_file():
-        raise UserInputError(f"{run_dir} has no .hydra/config.yaml; was it made by rdpgan.train?")
-    return to_typed(
-        OmegaConf.merge(OmegaConf.structured(RunConfig), OmegaConf.load(saved)), RunConfig
-    )
-
-
 def evaluate_run(
     run_dir: str | Path,
     seed: int = 0,
@@ -80,7 +70,7 @@ def evaluate_run(
     test = schema.conform(pd.read_csv(run_dir / "test.csv"))
     synthetic = schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
     if real_scores is None and real:  # first: it is the step that can fail on bad input
-        cfg = run_config(run_dir)
+        cfg = read_run_config(run_dir)
         real_rows = load_split(cfg.dataset, cfg.data.root)[1]
         real_scores = score_table(real_rows, test, schema, target, positive, seed, n_jobs)
     result = score_table(synthetic, test, schema, target, positive, seed, n_jobs).to_dict()

@@ -14,6 +14,15 @@ from pathlib import Path
 from typing import Any
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Call ``write(tmp_path)`` then rename the temporary file onto ``path``."""
     path = Path(path)
@@ -22,6 +31,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide a file meant for sharing
         os.replace(tmp, path)
     except BaseException:
         with suppress(FileNotFoundError):

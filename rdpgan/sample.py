@@ -129,12 +129,13 @@ def write_samples(
     out = Path(out)
     writer = output_writer(out)
     assert model.transformer is not None
+    schema = model.transformer.schema
     n = model.released_rows if n is None else n
     if label is not None:
         label = resolve_label(model.transformer.label_column, label)
     chunks = iter_samples(model, n, label, model.seed if seed is None else seed, chunk_size)
     try:
-        atomic_write(out, lambda tmp: writer(tmp, chunks, model.transformer.schema))
+        atomic_write(out, lambda tmp: writer(tmp, chunks, schema))
     except OSError as exc:
         raise UserInputError(f"cannot write {out}: {exc.strerror or exc}") from exc
     return n

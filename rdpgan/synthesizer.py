@@ -12,8 +12,13 @@ the scikit-learn style API.
 from __future__ import annotations
 
 import math
+import pickle
+import signal
+import threading
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,7 @@ import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
+from rdpgan import checkpoint
 from rdpgan.config import ColumnSpec, ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.data.datasets import check_target
 from rdpgan.data.schema import Schema
@@ -95,37 +101,82 @@ class DPCGAN:
         target: str,
         schema: Schema | Sequence[ColumnSpec | dict],
         positive_label: Any = None,
+        checkpoint_dir: str | Path | None = None,
     ) -> DPCGAN:
-        """Train on ``df`` (the private rows); domains come from ``schema`` alone."""
+        """Train on ``df`` (the private rows); domains come from ``schema`` alone.
+
+        With ``checkpoint_dir``, the training state is saved every ``train.checkpoint_every``
+        steps so that :meth:`resume` can continue after a crash or Ctrl-C.
+        """
         started = time.perf_counter()
-        schema = _as_schema(schema)
+        frame = self._conform(df, target, _as_schema(schema))
+        self.positive_label = positive_label
+        torch.manual_seed(self.seed)
+        rng = np.random.default_rng(self.seed)
+        self.ledger = PrivacyLedger(self.epsilon, self.delta, self.privacy.accountant)
+        assert self.transformer is not None
+        counts = np.bincount(
+            self.transformer.encode_labels(frame), minlength=self.transformer.n_classes
+        ).astype(float)
+        released = self._release_label_counts(counts, rng)
+        # Everything below that needs "how many rows" uses the released total, not len(df).
+        self.released_rows = max(1, round(float(released.sum())))
+        self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
+        return self._train(frame, checkpoint_dir, started)
+
+    @classmethod
+    def resume(cls, directory: str | Path, df: pd.DataFrame, device: str = "auto") -> DPCGAN:
+        """Continue a checkpointed run on the same private rows.
+
+        Steps charged before the crash stay charged (the ledger file is written ahead of the
+        steps it covers), so the resumed run can only spend what is left of the budget.
+        """
+        started = time.perf_counter()
+        meta, tensors = checkpoint.load(directory)
+        model = cls._from_description(meta["model"], device)
+        # The write-ahead ledger, not the checkpoint's copy: it may hold steps taken after it.
+        ledger_path = Path(directory) / "privacy.json"
+        if not ledger_path.is_file():
+            raise UserInputError(f"{ledger_path} is missing; the privacy spent is unknown")
+        model.ledger = PrivacyLedger.from_dict(read_json(ledger_path))
+        if meta["finished"] or (
+            model.ledger.private and model.ledger.steps_left(model.ledger.releases[-1]) <= 0
+        ):
+            raise UserInputError(
+                f"the run in {directory} has finished or spent its budget; it will not train "
+                "further"
+            )
+        assert model.transformer is not None
+        frame = model._conform(df, model.transformer.target, model.transformer.schema)
+        return model._train(frame, directory, started, resume_from=(meta, tensors))
+
+    def _conform(self, df: pd.DataFrame, target: str, schema: Schema) -> pd.DataFrame:
         frame = schema.conform(df)
         check_target(frame, schema, target)
         if self.privacy.accountant != "none":
             validate_budget(self.epsilon, self.delta, n_rows=len(frame))
-        torch.manual_seed(self.seed)
-        rng = np.random.default_rng(self.seed)
+        if self.transformer is None:
+            self.transformer = TableTransformer(schema, target)
+        return frame
 
-        self.transformer = TableTransformer(schema, target)
-        self.positive_label = positive_label
+    def _train(
+        self,
+        frame: pd.DataFrame,
+        checkpoint_dir: str | Path | None,
+        started: float,
+        resume_from: tuple[dict[str, Any], dict[str, Any]] | None = None,
+    ) -> DPCGAN:
+        assert self.transformer is not None and self.label_probs is not None
+        cfg = self.train_config
         features = torch.as_tensor(self.transformer.encode(frame), device=self.device)
         labels = torch.as_tensor(self.transformer.encode_labels(frame), device=self.device)
-        n_classes = self.transformer.n_classes
-
-        self.ledger = PrivacyLedger(self.epsilon, self.delta, self.privacy.accountant)
-        counts = np.bincount(labels.cpu().numpy(), minlength=n_classes).astype(float)
-        released = self._release_label_counts(counts, rng)
-        # Everything below that needs "how many rows" uses the released total, not len(df).
-        n_public = max(float(released.sum()), 1.0)
-        self.released_rows = max(1, round(n_public))
-        self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
-
-        cfg = self.train_config
-        sample_rate = min(cfg.max_sample_rate, cfg.batch_size / n_public)
-        expected_batch = max(1, round(sample_rate * n_public))
+        sample_rate = min(cfg.max_sample_rate, cfg.batch_size / self.released_rows)
+        expected_batch = max(1, round(sample_rate * self.released_rows))
         self.generator = self._build_generator()
         discriminator = Discriminator(
-            self.transformer.width, n_classes, self.model_config.discriminator_hidden
+            self.transformer.width,
+            self.transformer.n_classes,
+            self.model_config.discriminator_hidden,
         ).to(self.device)
         g_opt = torch.optim.Adam(
             self.generator.parameters(), lr=cfg.generator_lr, betas=tuple(cfg.betas)
@@ -133,8 +184,18 @@ class DPCGAN:
         d_opt = torch.optim.Adam(
             discriminator.parameters(), lr=cfg.discriminator_lr, betas=tuple(cfg.betas)
         )
-        critic, d_steps = self._make_critic(discriminator, d_opt, sample_rate, expected_batch)
-
+        first_step, history = 1, []
+        if resume_from is not None:
+            meta, tensors = resume_from
+            self.generator.load_state_dict(tensors["generator"])
+            discriminator.load_state_dict(tensors["discriminator"])
+            g_opt.load_state_dict(tensors["generator_optimizer"])
+            d_opt.load_state_dict(tensors["discriminator_optimizer"])
+            torch.set_rng_state(tensors["rng"])
+            first_step, history = meta["step"] + 1, meta["history"]
+        critic, d_steps = self._make_critic(
+            discriminator, d_opt, sample_rate, expected_batch, resumed=resume_from is not None
+        )
         label_probs = torch.as_tensor(self.label_probs, dtype=torch.float32, device=self.device)
         trainer = CGANTrainer(
             self.generator,
@@ -146,10 +207,13 @@ class DPCGAN:
             sample_rate,
             expected_batch,
         )
-        history = self._train_loop(trainer, d_steps)
+        saver = None
+        if checkpoint_dir is not None:
+            saver = _Checkpointer(self, trainer, discriminator, d_opt, Path(checkpoint_dir))
+        history += self._train_loop(trainer, first_step, first_step + d_steps - 1, saver)
         self.metrics = {
             "epochs": history,
-            "discriminator_steps": d_steps,
+            "discriminator_steps": first_step + d_steps - 1,
             "sample_rate": sample_rate,
             "expected_batch_size": expected_batch,
             "wall_seconds": time.perf_counter() - started,
@@ -184,34 +248,18 @@ class DPCGAN:
         d_opt: torch.optim.Optimizer,
         sample_rate: float,
         expected_batch: int,
+        resumed: bool = False,
     ) -> tuple[DPSGD | PlainSGD, int]:
-        """Wrap D for DP-SGD and decide how many discriminator steps the budget buys."""
+        """Wrap D for DP-SGD and decide how many discriminator steps are left to take."""
         assert self.ledger is not None
         cfg, privacy = self.train_config, self.privacy
         planned = cfg.steps or max(1, math.ceil(cfg.epochs / sample_rate))
         if not self.ledger.private:
             return PlainSGD(discriminator, d_opt, expected_batch), planned
-        if privacy.noise_multiplier is None:
-            sigma = accountants.calibrate_noise_multiplier(
-                privacy.accountant,
-                self.ledger.history(),
-                sample_rate,
-                planned,
-                self.epsilon,
-                self.delta,
-            )
-            cap = planned
+        if resumed:
+            release = self.ledger.releases[-1]
         else:
-            sigma = float(privacy.noise_multiplier)
-            cap = math.ceil(cfg.max_epochs / sample_rate) if cfg.max_epochs is not None else 10**9
-        release = self.ledger.open_dp_sgd(
-            "dp_sgd_discriminator",
-            sigma,
-            sample_rate,
-            cap,
-            max_grad_norm=privacy.max_grad_norm,
-            expected_batch_size=expected_batch,
-        )
+            release = self._open_dp_sgd(planned, sample_rate, expected_batch)
         steps = self.ledger.steps_left(release)
         if steps <= 0:
             raise UserInputError(
@@ -228,40 +276,84 @@ class DPCGAN:
         )
         return critic, steps
 
-    def _train_loop(self, trainer: CGANTrainer, d_steps: int) -> list[dict[str, Any]]:
-        """Alternate ``n_critic`` private D steps with one G step until the D steps run out.
+    def _open_dp_sgd(self, planned: int, sample_rate: float, expected_batch: int) -> Release:
+        """Fix sigma (calibrated, or given) and the step limit the budget allows."""
+        assert self.ledger is not None
+        cfg, privacy = self.train_config, self.privacy
+        if privacy.noise_multiplier is None:
+            sigma = accountants.calibrate_noise_multiplier(
+                privacy.accountant,
+                self.ledger.history(),
+                sample_rate,
+                planned,
+                self.epsilon,
+                self.delta,
+            )
+            cap = planned
+        else:
+            sigma = float(privacy.noise_multiplier)
+            cap = math.ceil(cfg.max_epochs / sample_rate) if cfg.max_epochs is not None else 10**9
+        return self.ledger.open_dp_sgd(
+            "dp_sgd_discriminator",
+            sigma,
+            sample_rate,
+            cap,
+            max_grad_norm=privacy.max_grad_norm,
+            expected_batch_size=expected_batch,
+        )
+
+    def _train_loop(
+        self, trainer: CGANTrainer, first: int, last: int, saver: _Checkpointer | None
+    ) -> list[dict[str, Any]]:
+        """Alternate ``n_critic`` private D steps with one G step, steps ``first``..``last``.
 
         The per-epoch record holds only quantities that are private by post-processing
-        (losses on generated rows, epsilon so far), so ``metrics.json`` can be shared.
+        (losses on generated rows, epsilon so far), so ``metrics.json`` can be shared. Ctrl-C
+        stops after the current step with a checkpoint (when checkpointing) and raises
+        :class:`TrainingInterrupted`.
         """
         assert self.ledger is not None
         n_critic = self.train_config.n_critic
         steps_per_epoch = max(1, round(1.0 / trainer.sample_rate))
         history: list[dict[str, Any]] = []
         g_losses: list[tuple[float, float]] = []
-        bar = tqdm(total=d_steps, disable=not self.train_config.progress, unit="step")
-        for step in range(1, d_steps + 1):
-            trainer.discriminator_step()
-            if step % n_critic == 0:
-                g_losses.append(trainer.generator_step())
-            bar.update(1)
-            if step % steps_per_epoch == 0 or step == d_steps:
-                g_loss, d_loss = np.mean(g_losses, axis=0).tolist() if g_losses else (None, None)
-                record = {
-                    "epoch": len(history) + 1,
-                    "step": step,
-                    "g_loss": g_loss,
-                    "d_loss_on_fakes": d_loss,
-                    "epsilon": self.ledger.epsilon() if self.ledger.private else None,
-                }
-                history.append(record)
-                bar.set_postfix(
-                    {
-                        k: "n/a" if record[k] is None else f"{record[k]:.3f}"
-                        for k in ("epsilon", "g_loss", "d_loss_on_fakes")
+        bar = tqdm(
+            total=last, initial=first - 1, disable=not self.train_config.progress, unit="step"
+        )
+        with _stop_on_sigint() as stop:
+            for step in range(first, last + 1):
+                if saver is not None:
+                    saver.before(step, last)
+                trainer.discriminator_step()
+                if step % n_critic == 0:
+                    g_losses.append(trainer.generator_step())
+                bar.update(1)
+                if step % steps_per_epoch == 0 or step == last:
+                    g_loss, d_loss = (
+                        np.mean(g_losses, axis=0).tolist() if g_losses else (None, None)
+                    )
+                    record = {
+                        "epoch": math.ceil(step / steps_per_epoch),
+                        "step": step,
+                        "g_loss": g_loss,
+                        "d_loss_on_fakes": d_loss,
+                        "epsilon": self.ledger.epsilon() if self.ledger.private else None,
                     }
-                )
-                g_losses = []
+                    history.append(record)
+                    bar.set_postfix(
+                        {
+                            k: "n/a" if record[k] is None else f"{record[k]:.3f}"
+                            for k in ("epsilon", "g_loss", "d_loss_on_fakes")
+                        }
+                    )
+                    g_losses = []
+                if saver is not None:
+                    saver.after(step, last, history)
+                if stop.requested and step < last:
+                    if saver is not None:
+                        saver.save(step, history, exact=True)
+                    bar.close()
+                    raise TrainingInterrupted(step, last)
         bar.close()
         return history
 
@@ -343,34 +435,143 @@ class DPCGAN:
         }
 
     @classmethod
+    def _from_description(cls, meta: dict[str, Any], device: str) -> DPCGAN:
+        """A model with everything but weights rebuilt from :meth:`describe`'s JSON."""
+        if meta.get("format") != MODEL_FORMAT:
+            raise UserInputError("the saved model has an unknown format version")
+        model = cls(
+            epsilon=meta["epsilon"],
+            delta=meta["delta"],
+            privacy=PrivacyConfig(**meta["privacy"]),
+            model=ModelConfig(**meta["model"]),
+            train=TrainConfig(**meta["train"]),
+            seed=meta["seed"],
+            device=device,
+        )
+        model.transformer = TableTransformer(Schema.from_specs(meta["schema"]), meta["target"])
+        model.positive_label = meta["positive_label"]
+        model.label_probs = np.asarray(meta["label_probs"], dtype=float)
+        model.released_rows = int(meta["released_rows"])
+        return model
+
+    @classmethod
     def load(cls, directory: str | Path, device: str = "auto") -> DPCGAN:
         directory = Path(directory)
         try:
-            meta = read_json(directory / "model.json")
-            model = cls(
-                epsilon=meta["epsilon"],
-                delta=meta["delta"],
-                privacy=PrivacyConfig(**meta["privacy"]),
-                model=ModelConfig(**meta["model"]),
-                train=TrainConfig(**meta["train"]),
-                seed=meta["seed"],
-                device=device,
-            )
-            model.transformer = TableTransformer(Schema.from_specs(meta["schema"]), meta["target"])
-            model.positive_label = meta["positive_label"]
-            model.label_probs = np.asarray(meta["label_probs"], dtype=float)
-            model.released_rows = int(meta["released_rows"])
+            model = cls._from_description(read_json(directory / "model.json"), device)
             model.generator = model._build_generator()
-            state = torch.load(directory / "model.pt", map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():  # torch warns in several lines about bad archives
+                warnings.simplefilter("ignore")
+                state = torch.load(directory / "model.pt", map_location="cpu", weights_only=True)
             model.generator.load_state_dict(state)
         except FileNotFoundError as exc:
             raise UserInputError(
-                f"no saved model in {directory}: {exc.filename} is missing"
+                f"no saved model in {directory}: {Path(exc.filename).name} is missing"
             ) from exc
-        except (KeyError, TypeError, ValueError, RuntimeError, EOFError) as exc:
-            if isinstance(exc, UserInputError):
-                raise
+        except UserInputError:
+            raise
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            RuntimeError,
+            EOFError,
+            AttributeError,
+            OSError,
+            pickle.UnpicklingError,
+        ) as exc:
             raise UserInputError(f"the model in {directory} is damaged or incompatible") from exc
-        if meta.get("format") != MODEL_FORMAT:
-            raise UserInputError(f"the model in {directory} has an unknown format version")
         return model
+
+
+class TrainingInterrupted(RuntimeError):
+    """Ctrl-C stopped training cleanly after a step; the checkpoint allows a resume."""
+
+    def __init__(self, step: int, last: int):
+        super().__init__(f"training interrupted after step {step} of {last}")
+        self.step, self.last = step, last
+
+
+class _StopFlag:
+    requested = False
+
+
+@contextmanager
+def _stop_on_sigint() -> Iterator[_StopFlag]:
+    """First Ctrl-C: finish the current step, then stop; a second one stops at once."""
+    flag = _StopFlag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def request_stop(signum: int, frame: Any) -> None:
+        if flag.requested:
+            raise KeyboardInterrupt
+        flag.requested = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class _Checkpointer:
+    """Saves the training state every ``train.checkpoint_every`` steps and at the end.
+
+    Privacy is charged ahead, never behind: before a block of steps starts, ``privacy.json`` is
+    rewritten as if the whole block were already spent. A run killed mid-block therefore
+    resumes with those steps charged (the ledger never forgets privacy it may have used), and
+    a resumed run ends with exactly the ledger of an uninterrupted one.
+    """
+
+    def __init__(
+        self,
+        model: DPCGAN,
+        trainer: CGANTrainer,
+        discriminator: Discriminator,
+        d_opt: torch.optim.Optimizer,
+        directory: Path,
+    ):
+        self.model, self.trainer = model, trainer
+        self.discriminator, self.d_opt = discriminator, d_opt
+        self.directory = directory
+        self.every = model.train_config.checkpoint_every
+        self.prepaid_until = 0
+
+    def _write_ledger(self, prepaid_steps: int = 0) -> None:
+        assert self.model.ledger is not None
+        record = self.model.ledger.to_dict(prepaid_steps if self.model.ledger.private else 0)
+        write_json(self.directory / "privacy.json", record)
+
+    def before(self, step: int, last: int) -> None:
+        if step > self.prepaid_until:
+            self.prepaid_until = last if self.every <= 0 else min(last, step - 1 + self.every)
+            self._write_ledger(prepaid_steps=self.prepaid_until - step + 1)
+
+    def after(self, step: int, last: int, history: list[dict[str, Any]]) -> None:
+        if step == last or (self.every > 0 and step % self.every == 0):
+            self.save(step, history, exact=True, finished=step == last)
+
+    def save(
+        self, step: int, history: list[dict[str, Any]], exact: bool, finished: bool = False
+    ) -> None:
+        assert self.model.ledger is not None and self.model.generator is not None
+        tensors = {
+            "generator": self.model.generator.state_dict(),
+            "discriminator": self.discriminator.state_dict(),
+            "generator_optimizer": self.trainer.generator_optimizer.state_dict(),
+            "discriminator_optimizer": self.d_opt.state_dict(),
+            "rng": torch.get_rng_state(),
+        }
+        meta = {
+            "model": self.model.describe(),
+            "ledger": self.model.ledger.to_dict(),
+            "history": history,
+            "finished": finished,
+        }
+        checkpoint.save(self.directory, step, tensors, meta)
+        if exact:
+            self.prepaid_until = step
+            self._write_ledger()

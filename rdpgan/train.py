@@ -1,34 +1,47 @@
 """``python -m rdpgan.train dataset=adult epsilon=8``: train, sample, and write the run directory.
 
 Outputs (each written atomically): ``synthetic.csv``, ``test.csv`` (held-out real rows),
-``model.pt`` + ``model.json``, ``privacy.json`` (the ledger), ``metrics.json``.
+``model.pt`` + ``model.json``, ``privacy.json`` (the ledger), ``metrics.json``, ``run.json``
+(the settings), and the ``checkpoint.*`` that ``resume=true`` continues from.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import hydra
+import pandas as pd
 from omegaconf import DictConfig
 
-from rdpgan.cli import guarded, precheck_overrides, remove_if_only_hydra, run_dir, to_typed
+from rdpgan.cli import (
+    existing_files,
+    guarded,
+    precheck_overrides,
+    read_run_config,
+    remove_new_files,
+    run_dir,
+    to_typed,
+    write_run_config,
+)
 from rdpgan.config import RunConfig, register_configs
 from rdpgan.data.datasets import load_split
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
 from rdpgan.privacy.ledger import validate_budget
-from rdpgan.synthesizer import DPCGAN
+from rdpgan.synthesizer import DPCGAN, TrainingInterrupted
 
 register_configs()
 
 
 def run(cfg: RunConfig, out: Path) -> DPCGAN:
     """The whole job; every check that can fail on bad input runs before any output."""
+    if cfg.resume:
+        return resume(cfg, out)
     if cfg.privacy.accountant != "none":
         validate_budget(cfg.epsilon, cfg.delta)
-    if cfg.sample.n is not None and cfg.sample.n <= 0:
-        raise UserInputError(f"sample.n must be a positive integer, got {cfg.sample.n}")
+    check_sample_size(cfg.sample.n)
     table, train_rows, test_rows = load_split(cfg.dataset, cfg.data.root)
     model = DPCGAN(
         epsilon=cfg.epsilon,
@@ -38,24 +51,51 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         train=cfg.train,
         seed=cfg.seed,
         device=cfg.device,
-    ).fit(train_rows, table.target, table.schema, table.positive_label)
-    synthetic = model.sample(cfg.sample.n)
+    )
+    writing(out, lambda: write_run_config(out, cfg))
+    model.fit(train_rows, table.target, table.schema, table.positive_label, checkpoint_dir=out)
+    return finish(model, test_rows, cfg.sample.n, out)
 
+
+def resume(cfg: RunConfig, out: Path) -> DPCGAN:
+    """Continue the run in ``out`` with the settings it was started with."""
+    saved = read_run_config(out)
+    check_sample_size(cfg.sample.n)
+    _, train_rows, test_rows = load_split(saved.dataset, cfg.data.root or saved.data.root)
+    model = DPCGAN.resume(out, train_rows, device=cfg.device)
+    return finish(model, test_rows, cfg.sample.n, out)
+
+
+def check_sample_size(n: int | None) -> None:
+    if n is not None and n <= 0:
+        raise UserInputError(f"sample.n must be a positive integer, got {n}")
+
+
+def writing(out: Path, write: Callable[[], None]) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
+        write()
+    except OSError as exc:
+        raise UserInputError(f"cannot write outputs to {out}: {exc.strerror or exc}") from exc
+
+
+def finish(model: DPCGAN, test_rows: pd.DataFrame, n: int | None, out: Path) -> DPCGAN:
+    """Sample and write the outputs; ``synthetic.csv`` last, so its presence means 'done'."""
+    synthetic = model.sample(n)
+
+    def write_all() -> None:
         atomic_write(out / "test.csv", lambda tmp: test_rows.to_csv(tmp, index=False))
         model.save(out)
         write_json(out / "metrics.json", model.metrics)
         atomic_write(out / "synthetic.csv", lambda tmp: synthetic.to_csv(tmp, index=False))
-    except OSError as exc:
-        raise UserInputError(f"cannot write outputs to {out}: {exc.strerror or exc}") from exc
-    ledger = model.ledger
-    assert ledger is not None
-    spent = ledger.to_dict()["epsilon_spent"]
+
+    writing(out, write_all)
+    assert model.ledger is not None
+    spent = model.ledger.to_dict()["epsilon_spent"]
     print(
         f"wrote {len(synthetic)} synthetic rows to {out / 'synthetic.csv'}; "
         f"epsilon spent {'n/a (NOT PRIVATE)' if spent is None else f'{spent:.4f}'} "
-        f"of {cfg.epsilon} at delta={cfg.delta}"
+        f"of {model.epsilon} at delta={model.delta}"
     )
     return model
 
@@ -63,7 +103,19 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     out = run_dir()
-    guarded(lambda: run(to_typed(cfg, RunConfig), out), cleanup=lambda: remove_if_only_hydra(out))
+    before = existing_files(out)
+    try:
+        guarded(
+            lambda: run(to_typed(cfg, RunConfig), out),
+            cleanup=lambda: remove_new_files(out, before),
+        )
+    except TrainingInterrupted as stop:
+        print(
+            f"stopped: {stop}; checkpoint and ledger are in {out}; continue with "
+            f"`python -m rdpgan.train resume=true hydra.run.dir={out}`",
+            file=sys.stderr,
+        )
+        sys.exit(130)
 
 
 def main() -> None:

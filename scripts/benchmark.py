@@ -32,7 +32,7 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rdpgan.cli import compose_run_config, first_line, remove_if_only_hydra
+from rdpgan.cli import compose_run_config, existing_files, first_line, remove_new_files
 from rdpgan.data.datasets import load_split
 from rdpgan.errors import UserInputError
 from rdpgan.evaluate import score_table
@@ -192,12 +192,13 @@ def main(raw: DictConfig) -> None:
     if cfg.method not in PRIVACY_OF_METHOD:
         raise UserInputError(f"method must be one of {', '.join(PRIVACY_OF_METHOD)}")
     out = Path(HydraConfig.get().runtime.output_dir)
+    before = existing_files(out)
     results = REPO / cfg.results_dir
     try:
         for repeat in range(cfg.repeats):
             run_repeat(cfg, repeat, out, results)
     except UserInputError as exc:
-        remove_if_only_hydra(out)
+        remove_new_files(out, before)
         print(f"error: {first_line(exc)}", file=sys.stderr)
         sys.exit(2)
 

@@ -135,8 +135,24 @@ class PrivacyLedger:
             raise BudgetExhausted(f"the next {release.name} step would exceed epsilon")
         release.steps += 1
 
-    def to_dict(self) -> dict[str, Any]:
-        spent = self.epsilon()
+    def to_dict(self, prepaid_steps: int = 0) -> dict[str, Any]:
+        """The ledger as JSON; ``prepaid_steps`` more DP-SGD steps are charged in the record.
+
+        A checkpointing trainer writes the ledger *ahead* of the steps it is about to take, so
+        a crash between two checkpoints can never leave the file below the privacy spent.
+        """
+        releases = [Release(**{**asdict(r), "details": dict(r.details)}) for r in self.releases]
+        if prepaid_steps:
+            open_release = releases[-1]
+            if open_release.name not in self._step_limits:
+                raise ValueError("only an open DP-SGD release can be prepaid")
+            open_release.steps += min(prepaid_steps, self.steps_left(self.releases[-1]))
+        view = PrivacyLedger(self.epsilon_target, self.delta, self.accountant)
+        view.releases, view.notes = releases, list(self.notes)
+        spent = view.epsilon()
+        for release in releases:
+            if release.name in self._step_limits:
+                release.details["step_limit"] = self._step_limits[release.name]
         return {
             "epsilon_target": self.epsilon_target,
             "epsilon_spent": spent if math.isfinite(spent) else None,
@@ -147,8 +163,23 @@ class PrivacyLedger:
             ),
             "end_to_end": self.end_to_end,
             "notes": list(self.notes),
-            "mechanisms": [r.to_dict() for r in self.releases],
+            "mechanisms": [r.to_dict() for r in releases],
         }
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> PrivacyLedger:
+        """Rebuild a ledger from its JSON (to resume a run); steps already charged stay charged."""
+        ledger = cls(record["epsilon_target"], record["delta"], record["accountant"])
+        ledger.notes = list(record["notes"])
+        fields = {"name", "kind", "noise_multiplier", "sample_rate", "steps"}
+        for entry in record["mechanisms"]:
+            details = {k: v for k, v in entry.items() if k not in fields}
+            limit = details.pop("step_limit", None)
+            release = Release(**{k: entry[k] for k in fields}, details=details)
+            ledger.releases.append(release)
+            if limit is not None:
+                ledger._step_limits[release.name] = int(limit)
+        return ledger
 
 
 def recompute_epsilon(ledger: dict[str, Any]) -> float:

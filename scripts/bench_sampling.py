@@ -1,0 +1,117 @@
+"""Sampling benchmark: rows/s and peak memory of ``python -m rdpgan.sample`` on an Adult model.
+
+    python scripts/bench_sampling.py [--rows 1000000] [--chunk-size 100000] [--run-dir DIR]
+
+Without ``--run-dir``, first trains a default-size model on Adult for a few DP steps with
+``python -m rdpgan.train`` in a subprocess (sampling speed does not depend on how long a model
+trained, and the subprocess keeps training's memory out of this process's peak). Then, in this
+process and through the same code as the CLI (:func:`rdpgan.sample.write_samples`), it times
+generating ``--rows`` rows without writing them, then writing them to Parquet, then to CSV.
+Prints a markdown section; writes nothing under results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench_speed import machine
+
+from rdpgan.sample import iter_samples, load_model, write_samples
+
+BAR_ROWS_PER_SECOND = 200_000
+
+
+def train_model(run_dir: Path, steps: int) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "rdpgan.train",
+        "dataset=adult",
+        f"train.steps={steps}",
+        "train.progress=false",
+        "sample.n=1",
+        f"hydra.run.dir={run_dir}",
+    ]
+    subprocess.run(command, check=True, capture_output=True, text=True)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def timed(task: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    task()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--chunk-size", type=int, default=100_000)
+    parser.add_argument("--run-dir", type=Path, help="a finished run (default: train one)")
+    parser.add_argument("--train-steps", type=int, default=20)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench_sampling_") as scratch:
+        work = Path(scratch)
+        run_dir = args.run_dir
+        if run_dir is None:
+            run_dir = work / "run"
+            train_model(run_dir, args.train_steps)
+        model = load_model(run_dir)
+        loaded_mb = peak_rss_mb()
+        n, chunk = args.rows, args.chunk_size
+
+        def generate() -> None:
+            for _ in iter_samples(model, n, seed=0, chunk_size=chunk):
+                pass
+
+        def write(name: str) -> Callable[[], object]:
+            return lambda: write_samples(model, work / name, n, seed=0, chunk_size=chunk)
+
+        results = []
+        for stage, task, out in [
+            ("generate + decode only", generate, None),
+            ("Parquet", write("s.parquet"), "s.parquet"),
+            ("CSV", write("s.csv"), "s.csv"),
+        ]:
+            seconds = timed(task)
+            size = f"{(work / out).stat().st_size / 2**20:.0f}" if out else "—"
+            results.append((stage, seconds, n / seconds, peak_rss_mb(), size))
+
+    command = " ".join(["python scripts/bench_sampling.py", *sys.argv[1:]])
+    source = f"from {args.run_dir}" if args.run_dir else f"trained {args.train_steps} DP steps"
+    verdicts = ", ".join(
+        f"{stage} {'met' if rate >= BAR_ROWS_PER_SECOND else 'not met'}"
+        for stage, _, rate, _, _ in results[1:]
+    )
+    lines = [
+        "## Sampling (`python -m rdpgan.sample`)",
+        "",
+        f"Made by `{command}` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0.",
+        f"Machine: {machine()}.",
+        "",
+        f"Adult model with the default sizes ({source}); {n:,} rows in chunks of {chunk:,}, "
+        "written to a file in a temporary directory. Peak RSS is this process's high-water mark "
+        f"after each stage (stages run in order; {loaded_mb:.0f} MB after loading the model).",
+        "",
+        "| stage | seconds | rows/s | peak RSS (MB) | file (MB) |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        *(f"| {s} | {t:.1f} | {r:,.0f} | {m:.0f} | {f} |" for s, t, r, m, f in results),
+        "",
+        f"Bar: ≥ {BAR_ROWS_PER_SECOND:,} rows/s written, on 2 CPU cores: {verdicts}.",
+    ]
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
