@@ -396,8 +396,12 @@ class DPCGAN:
                 codes = torch.multinomial(probs, size, replacement=True)
                 y = F.one_hot(codes, probs.numel()).float().to(self.device)
                 z = torch.randn(size, self.generator.latent_dim, device=self.device)
-                x = self.generator(z, y, hard=True)
-                frames.append(self.transformer.decode(x.cpu().numpy(), codes.numpy()))
+                values, blocks = self.generator.sample_parts(z, y)
+                frames.append(
+                    self.transformer.decode_parts(
+                        values.cpu().numpy(), blocks.cpu().numpy(), codes.numpy()
+                    )
+                )
         return pd.concat(frames, ignore_index=True)
 
     # ---------------------------------------------------------- save / load

@@ -28,6 +28,7 @@ from rdpgan.cli import (
 from rdpgan.config import RunConfig, register_configs
 from rdpgan.data.datasets import load_split
 from rdpgan.errors import UserInputError
+from rdpgan.evaluate import evaluate_run
 from rdpgan.io import atomic_write, write_json
 from rdpgan.privacy.ledger import validate_budget
 from rdpgan.synthesizer import DPCGAN, TrainingInterrupted
@@ -38,7 +39,8 @@ register_configs()
 def run(cfg: RunConfig, out: Path) -> DPCGAN:
     """The whole job; every check that can fail on bad input runs before any output."""
     if cfg.resume:
-        return resume(cfg, out)
+        model, test_rows = resume(cfg, out)
+        return finish(model, test_rows, cfg, out)
     if cfg.privacy.accountant != "none":
         validate_budget(cfg.epsilon, cfg.delta)
     check_sample_size(cfg.sample.n)
@@ -54,16 +56,15 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
     )
     writing(out, lambda: write_run_config(out, cfg))
     model.fit(train_rows, table.target, table.schema, table.positive_label, checkpoint_dir=out)
-    return finish(model, test_rows, cfg.sample.n, out)
+    return finish(model, test_rows, cfg, out)
 
 
-def resume(cfg: RunConfig, out: Path) -> DPCGAN:
+def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
     """Continue the run in ``out`` with the settings it was started with."""
     saved = read_run_config(out)
     check_sample_size(cfg.sample.n)
     _, train_rows, test_rows = load_split(saved.dataset, cfg.data.root or saved.data.root)
-    model = DPCGAN.resume(out, train_rows, device=cfg.device)
-    return finish(model, test_rows, cfg.sample.n, out)
+    return DPCGAN.resume(out, train_rows, device=cfg.device), test_rows
 
 
 def check_sample_size(n: int | None) -> None:
@@ -79,9 +80,9 @@ def writing(out: Path, write: Callable[[], None]) -> None:
         raise UserInputError(f"cannot write outputs to {out}: {exc.strerror or exc}") from exc
 
 
-def finish(model: DPCGAN, test_rows: pd.DataFrame, n: int | None, out: Path) -> DPCGAN:
-    """Sample and write the outputs; ``synthetic.csv`` last, so its presence means 'done'."""
-    synthetic = model.sample(n)
+def finish(model: DPCGAN, test_rows: pd.DataFrame, cfg: RunConfig, out: Path) -> DPCGAN:
+    """Sample and write the outputs (``synthetic.csv`` last: its presence means 'done')."""
+    synthetic = model.sample(cfg.sample.n)
 
     def write_all() -> None:
         atomic_write(out / "test.csv", lambda tmp: test_rows.to_csv(tmp, index=False))
@@ -97,6 +98,9 @@ def finish(model: DPCGAN, test_rows: pd.DataFrame, n: int | None, out: Path) -> 
         f"epsilon spent {'n/a (NOT PRIVATE)' if spent is None else f'{spent:.4f}'} "
         f"of {model.epsilon} at delta={model.delta}"
     )
+    if cfg.evaluate:
+        scores = evaluate_run(out, seed=0, real=True)
+        print(f"mean AUROC {scores['mean']:.4f} (real data {scores['real']['mean']:.4f})")
     return model
 
 

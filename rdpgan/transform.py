@@ -76,21 +76,35 @@ class TableTransformer:
                 blocks.append(np.eye(column.n_modes, dtype=np.float32)[modes])
         return np.concatenate(blocks, axis=1) if blocks else np.zeros((len(frame), 0), np.float32)
 
+    def split(self, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(tanh values, block codes) of an encoded matrix: the argmax of every one-hot block."""
+        values = matrix[:, [s.start for s in self.spans if s.activation == "tanh"]]
+        codes = [
+            matrix[:, s.start : s.end].argmax(axis=1)
+            for s in self.spans
+            if s.activation == "softmax"
+        ]
+        return values, np.stack(codes, axis=1) if codes else np.zeros((len(matrix), 0), int)
+
     def decode(self, matrix: np.ndarray, labels: np.ndarray) -> pd.DataFrame:
         """Back to a DataFrame with the schema's column names, order, dtypes and levels only."""
+        return self.decode_parts(*self.split(matrix), labels)
+
+    def decode_parts(
+        self, values: np.ndarray, codes: np.ndarray, labels: np.ndarray
+    ) -> pd.DataFrame:
+        """Decode tanh values (one column per continuous feature, in order) and block codes
+        (one per one-hot block, in order): what the generator's sampling path emits directly.
+        """
         out: dict[str, pd.Series] = {}
-        spans = iter(self.spans)
+        next_value, next_code = iter(values.T), iter(codes.T)
         for column in self.features.columns:
-            span = next(spans)
-            block = matrix[:, span.start : span.end]
             if isinstance(column, Categorical):
-                out[column.name] = column.decode(block.argmax(axis=1))
+                out[column.name] = column.decode(next(next_code))
                 continue
-            values = column.from_unit(block[:, 0].astype(float))
+            decoded = column.from_unit(next(next_value).astype(float))
             if column.n_modes > 1:
-                mode_span = next(spans)
-                modes = matrix[:, mode_span.start : mode_span.end].argmax(axis=1)
-                values = column.from_modes(modes, values)
-            out[column.name] = pd.Series(values, name=column.name).astype(column.dtype)
+                decoded = column.from_modes(next(next_code), decoded)
+            out[column.name] = pd.Series(decoded, name=column.name).astype(column.dtype)
         out[self.target] = self.label_column.decode(np.asarray(labels))
         return pd.DataFrame({name: out[name] for name in self.schema.names})

@@ -7,7 +7,7 @@ Without ``--run-dir``, first trains a default-size model on Adult for a few DP s
 trained, and the subprocess keeps training's memory out of this process's peak). Then, in this
 process and through the same code as the CLI (:func:`rdpgan.sample.write_samples`), it times
 generating ``--rows`` rows without writing them, then writing them to Parquet, then to CSV.
-Prints a markdown section; writes nothing under results/.
+Writes its section of ``results/speed.md`` (the part after the training benchmark's).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench_speed import machine
+from bench_speed import machine, write_speed_md
 
 from rdpgan.sample import iter_samples, load_model, write_samples
 
@@ -110,7 +110,7 @@ def main() -> None:
         "",
         f"Bar: ≥ {BAR_ROWS_PER_SECOND:,} rows/s written, on 2 CPU cores: {verdicts}.",
     ]
-    print("\n".join(lines))
+    write_speed_md("\n".join(lines), sampling=True)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from rdpgan.training import CGANTrainer
 from rdpgan.transform import TableTransformer
 
 REPO = Path(__file__).resolve().parent.parent
+SPEED_MD = REPO / "results" / "speed.md"
 
 
 def make_trainer(private: bool, seed: int = 0) -> CGANTrainer:
@@ -154,8 +155,19 @@ def main() -> None:
             "",
             f"**{wall:.1f} s** (bar: < 300 s).",
         ]
-    text = "\n".join(lines) + "\n"
-    atomic_write(REPO / "results" / "speed.md", lambda tmp: tmp.write_text(text))
+    write_speed_md("\n".join(lines))
+
+
+SAMPLING_MARKER = "<!-- below: scripts/bench_sampling.py -->"
+
+
+def write_speed_md(text: str, sampling: bool = False) -> None:
+    """``results/speed.md`` has two parts, one per script; each rewrites only its own."""
+    old = SPEED_MD.read_text() if SPEED_MD.is_file() else ""
+    training, _, sampling_part = old.partition(SAMPLING_MARKER)
+    training, sampling_part = (training, text) if sampling else (text, sampling_part)
+    new = f"{training.strip()}\n\n{SAMPLING_MARKER}\n\n{sampling_part.strip()}\n"
+    atomic_write(SPEED_MD, lambda tmp: tmp.write_text(new))
     print(text)
 
 

@@ -57,8 +57,10 @@ def small_adult(tmp_path_factory, data_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory, small_adult) -> Path:
-    """One short real run (ε=3) on the small Adult root, shared by the tests that read it."""
+    """One short real run (ε=3, evaluated) on the small Adult root, shared by several tests."""
     where = tmp_path_factory.mktemp("trained")
-    result = train_cli(where, "dataset=adult", "epsilon=3", "seed=1", *FAST, root=small_adult)
+    result = train_cli(
+        where, "dataset=adult", "epsilon=3", "seed=1", "evaluate=true", *FAST, root=small_adult
+    )
     assert result.returncode == 0, result.stderr
     return where / "run"

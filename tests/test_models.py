@@ -39,3 +39,16 @@ def test_discriminator_scores_pairs_and_rows_alike():
     pairs = discriminator(torch.randn(5, 2, 7), torch.zeros(5, 2, 2))
     rows = discriminator(torch.randn(5, 7), torch.zeros(5, 2))
     assert pairs.shape == (5, 2) and rows.shape == (5,)
+
+
+def test_sampling_path_draws_exactly_what_the_hard_forward_pass_draws():
+    generator = Generator(8, 2, [16], SPANS, width=7).eval()
+    z = torch.randn(50, 8)
+    y = torch.nn.functional.one_hot(torch.randint(0, 2, (50,)), 2).float()
+    torch.manual_seed(3)
+    rows = generator(z, y, hard=True)
+    torch.manual_seed(3)
+    values, codes = generator.sample_parts(z, y)
+    torch.testing.assert_close(values, rows[:, [0, 4]])
+    assert torch.equal(codes[:, 0], rows[:, 1:4].argmax(dim=1))
+    assert torch.equal(codes[:, 1], rows[:, 5:7].argmax(dim=1))

@@ -1,0 +1,128 @@
+"""Crash-safe training: SIGKILL and resume, Ctrl-C, refusal to overspend, damaged checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAST, train_cli
+
+SETTINGS = [*FAST, "train.steps=60", "train.checkpoint_every=10", "epsilon=2", "seed=4"]
+
+
+def start_training(where: Path, root: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rdpgan.train", f"hydra.run.dir={where / 'run'}", *SETTINGS],
+        cwd=where,
+        env={**os.environ, "RDPGAN_DATA_DIR": str(root)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_checkpoint(run: Path, process: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not (run / "checkpoint.json").is_file():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+
+
+def ledger(run: Path) -> dict:
+    return json.loads((run / "privacy.json").read_text())
+
+
+def dp_steps(record: dict) -> int:
+    return record["mechanisms"][-1]["steps"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, small_adult) -> dict:
+    where = tmp_path_factory.mktemp("uninterrupted")
+    result = train_cli(where, *SETTINGS, root=small_adult)
+    assert result.returncode == 0, result.stderr
+    return ledger(where / "run")
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_ends_with_the_uninterrupted_ledger(
+    tmp_path, small_adult, uninterrupted
+):
+    process = start_training(tmp_path, small_adult)
+    run = tmp_path / "run"
+    wait_for_checkpoint(run, process)
+    time.sleep(random.uniform(0.0, 0.5))  # somewhere inside a block of steps
+    process.kill()
+    process.wait()
+    on_disk = ledger(run)
+    checkpoint_step = json.loads((run / "checkpoint.json").read_text())["step"]
+    # Written ahead: the file already covers every step the killed process could have taken.
+    assert dp_steps(on_disk) >= checkpoint_step
+    assert on_disk["epsilon_spent"] <= on_disk["epsilon_target"]
+
+    resumed = train_cli(tmp_path, "resume=true", root=small_adult)
+    assert resumed.returncode == 0, resumed.stderr
+    final = ledger(run)
+    assert dp_steps(final) == dp_steps(uninterrupted)
+    assert abs(final["epsilon_spent"] - uninterrupted["epsilon_spent"]) < 1e-9
+    assert final["epsilon_spent"] <= final["epsilon_target"]
+    assert (run / "synthetic.csv").is_file()
+
+    again = train_cli(tmp_path, "resume=true", root=small_adult)
+    assert again.returncode == 2
+    assert "will not train further" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_after_a_step_with_an_exact_ledger_and_resumes(tmp_path, small_adult):
+    process = start_training(tmp_path, small_adult)
+    run = tmp_path / "run"
+    wait_for_checkpoint(run, process)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    if process.returncode == 0:
+        pytest.skip("training finished before the signal arrived")
+    assert process.returncode == 130, stderr
+    assert "resume=true" in stderr and "Traceback" not in stderr
+    stopped_at = json.loads((run / "checkpoint.json").read_text())["step"]
+    assert dp_steps(ledger(run)) == stopped_at  # exact: nothing pre-charged is left over
+    assert not (run / "synthetic.csv").exists()
+    resumed = train_cli(tmp_path, "resume=true", root=small_adult)
+    assert resumed.returncode == 0, resumed.stderr
+    assert ledger(run)["epsilon_spent"] <= 2.0
+
+
+def test_damaged_checkpoint_is_a_one_line_error(tmp_path, small_adult):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text((Path(__file__).parent / "bad_inputs" / "cases.yaml").read_text())
+    result = train_cli(tmp_path, "resume=true", root=small_adult)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "run record" in result.stderr
+
+
+def test_checkpoint_files_are_weights_only_and_checked_for_consistency(tmp_path):
+    import torch
+
+    from rdpgan import checkpoint
+    from rdpgan.errors import UserInputError
+
+    checkpoint.save(tmp_path, 7, {"w": torch.ones(2)}, {"finished": False})
+    meta, tensors = checkpoint.load(tmp_path)
+    assert meta["step"] == 7 and torch.equal(tensors["w"], torch.ones(2))
+    (tmp_path / checkpoint.META).write_text(json.dumps({"step": 8}))
+    with pytest.raises(UserInputError, match="inconsistent"):
+        checkpoint.load(tmp_path)
+    (tmp_path / checkpoint.WEIGHTS).write_bytes(b"not a checkpoint")
+    with pytest.raises(UserInputError, match="damaged"):
+        checkpoint.load(tmp_path)
