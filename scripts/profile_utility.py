@@ -22,41 +22,17 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import sklearn
 import xgboost
 from sklearn.metrics import roc_auc_score
-from sklearn.model_selection import train_test_split
 
+from rdpgan.cli import compose_run_config
+from rdpgan.data.datasets import load_split
+from rdpgan.data.schema import Categorical
 from rdpgan.utility import CLASSIFIERS, classifier_auroc, make_classifier, make_preprocessor
 
-ADULT_COLUMNS = [
-    "age",
-    "workclass",
-    "fnlwgt",
-    "education",
-    "education-num",
-    "marital-status",
-    "occupation",
-    "relationship",
-    "race",
-    "sex",
-    "capital-gain",
-    "capital-loss",
-    "hours-per-week",
-    "native-country",
-    "income",
-]
-CONTINUOUS = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
-TARGET = "income"
-POSITIVE = ">50K"
 # Estimators with their own n_jobs (compared, not used by classifier_auroc).
 INNER_PARALLEL = ("bagging", "random_forest", "xgboost")
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult" / "adult.data"
-
-
-def load_adult(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path, header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values="?")
 
 
 def _best_of(repeats: int, fn):
@@ -83,27 +59,27 @@ def _load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     load_before = _load()
 
-    df = load_adult(args.data)
-    categorical = [c for c in ADULT_COLUMNS if c not in CONTINUOUS and c != TARGET]
-    train, test = train_test_split(
-        df, test_size=0.2, stratify=df[TARGET], random_state=args.seed, shuffle=True
-    )
-    features = categorical + CONTINUOUS
+    # Adult through the dataset registry (data root: $RDPGAN_DATA_DIR), split as every run is.
+    table, train, test = load_split(compose_run_config(["dataset=adult"]).dataset)
+    target, positive = table.target, table.positive_label
+    features_schema = table.schema.without(target).columns
+    categorical = [c.name for c in features_schema if isinstance(c, Categorical)]
+    continuous = [c.name for c in features_schema if not isinstance(c, Categorical)]
+    features = categorical + continuous
 
     t0 = time.perf_counter()
-    pre = make_preprocessor(categorical, CONTINUOUS)
+    pre = make_preprocessor(categorical, continuous)
     x_train = pre.fit_transform(train[features])
     x_test = pre.transform(test[features])
     pre_seconds = time.perf_counter() - t0
-    y_train = (train[TARGET] == POSITIVE).to_numpy(dtype=np.int64)
-    y_test = (test[TARGET] == POSITIVE).to_numpy(dtype=np.int64)
+    y_train = (train[target] == positive).to_numpy(dtype=np.int64)
+    y_test = (test[target] == positive).to_numpy(dtype=np.int64)
     data = (x_train, y_train, x_test, y_test)
 
     rows = []
@@ -125,7 +101,7 @@ def main() -> None:
 
     def run(n_jobs: int):
         return classifier_auroc(
-            train, test, TARGET, POSITIVE, categorical, CONTINUOUS, seed=args.seed, n_jobs=n_jobs
+            train, test, target, positive, categorical, continuous, seed=args.seed, n_jobs=n_jobs
         )
 
     e2e = {nj: _best_of(args.repeats, lambda nj=nj: run(nj)) for nj in sorted({1, args.n_jobs})}
@@ -139,7 +115,7 @@ def main() -> None:
     total = sum(sec for _, sec, _, _ in rows)
     mean_auc = float(np.mean([auc for *_, auc in rows]))
     print(
-        f"UCI Adult `{args.data.name}`: {len(train)} train / {len(test)} test rows "
+        f"UCI Adult (registry split): {len(train)} train / {len(test)} test rows "
         f"(stratified 80/20, seed {args.seed}), {x_train.shape[1]} features after "
         f"preprocessing; {os.cpu_count()} CPUs, load average {load_before} (start) / "
         f"{_load()} (end); best of {args.repeats}; Python {platform.python_version()}, "

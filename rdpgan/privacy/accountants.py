@@ -40,7 +40,7 @@ from opacus.accountants.analysis import rdp as rdp_analysis
 from scipy import optimize
 from scipy.special import log_ndtr
 
-from rdpgan.privacy.moments import MomentsAccountant
+from rdpgan.privacy.moments import MomentsAccountant, merge_step
 
 ACCOUNTANTS = ("rdp", "moments", "prv", "gdp")
 History = list[tuple[float, float, int]]  # (noise_multiplier, sample_rate, steps)
@@ -167,12 +167,7 @@ class ComposingGaussianAccountant(GaussianAccountant):
     """
 
     def step(self, *, noise_multiplier: float, sample_rate: float) -> None:
-        if self.history:
-            last_sigma, last_q, last_steps = self.history[-1]
-            if last_sigma == noise_multiplier and last_q == sample_rate:
-                self.history[-1] = (last_sigma, last_q, last_steps + 1)
-                return
-        self.history.append((noise_multiplier, sample_rate, 1))
+        merge_step(self.history, noise_multiplier, sample_rate)
 
     def get_epsilon(self, delta: float, poisson: bool = True, **kwargs) -> float:
         return gdp_epsilon(_gdp_mu(_costly(_as_history(self.history)), poisson), delta)

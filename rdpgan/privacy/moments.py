@@ -203,6 +203,18 @@ def get_privacy_spent(
     return float(eps[idx]), int(orders_v[idx])
 
 
+def merge_step(
+    history: list[tuple[float, float, int]], noise_multiplier: float, sample_rate: float
+) -> None:
+    """Append one step, merged into the last entry when sigma and q repeat (small histories)."""
+    if history:
+        last_sigma, last_q, last_steps = history[-1]
+        if last_sigma == noise_multiplier and last_q == sample_rate:
+            history[-1] = (last_sigma, last_q, last_steps + 1)
+            return
+    history.append((noise_multiplier, sample_rate, 1))
+
+
 class MomentsAccountant(IAccountant):
     """Opacus accountant interface over the moments accountant (mechanism name ``moments``).
 
@@ -216,12 +228,7 @@ class MomentsAccountant(IAccountant):
         super().__init__()
 
     def step(self, *, noise_multiplier: float, sample_rate: float) -> None:
-        if self.history:
-            last_sigma, last_q, last_steps = self.history[-1]
-            if last_sigma == noise_multiplier and last_q == sample_rate:
-                self.history[-1] = (last_sigma, last_q, last_steps + 1)
-                return
-        self.history.append((noise_multiplier, sample_rate, 1))
+        merge_step(self.history, noise_multiplier, sample_rate)
 
     def get_privacy_spent(
         self, *, delta: float, orders: Sequence[int] | None = None
