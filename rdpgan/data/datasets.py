@@ -74,6 +74,11 @@ def read_table(config: DatasetConfig, root: str | None = None) -> Table:
         raise UserInputError(f"cannot read {path}: {first_line}") from exc
     if frame.empty:
         raise UserInputError(f"{path} has no data rows")
+    if frame.shape[1] == 1 and len(config.columns) > 1:
+        raise UserInputError(
+            f"{path} reads as a single column with separator {config.sep!r}; "
+            "is the file separated by something else (set dataset.sep)?"
+        )
     if config.target not in frame.columns:
         raise UserInputError(f"target column {config.target!r} is not in {path}")
     frame = schema.conform(frame)
