@@ -196,6 +196,8 @@ class DPCGAN:
         critic, d_steps = self._make_critic(
             discriminator, d_opt, sample_rate, expected_batch, resumed=resume_from is not None
         )
+        if isinstance(critic, PlainSGD):  # no ledger to count down: skip the steps already done
+            d_steps -= first_step - 1
         label_probs = torch.as_tensor(self.label_probs, dtype=torch.float32, device=self.device)
         trainer = CGANTrainer(
             self.generator,
