@@ -62,6 +62,23 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         replace(LONG, steps=5000),
         PrivacyConfig(),
     ),
+    # Round 4 (small tables simulated on Adult with --rows 700): length by epochs or by steps.
+    "small_e50": (
+        replace(BASE_MODEL, straight_through=True),
+        replace(BASE_TRAIN, epochs=50),
+        PrivacyConfig(),
+    ),
+    "small_s2600": (replace(BASE_MODEL, straight_through=True), LONG, PrivacyConfig()),
+    "small_e50_nonprivate": (
+        replace(BASE_MODEL, straight_through=True),
+        replace(BASE_TRAIN, epochs=50),
+        PrivacyConfig(name="none", accountant="none"),
+    ),
+    "small_s2600_nonprivate": (
+        replace(BASE_MODEL, straight_through=True),
+        LONG,
+        PrivacyConfig(name="none", accountant="none"),
+    ),
     "s2600_st_tiny_d": (
         replace(BASE_MODEL, straight_through=True, discriminator_hidden=[64]),
         LONG,
@@ -75,12 +92,20 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=8.0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--only", nargs="+", default=list(CANDIDATES))
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=None,
+        help="train on a random subset of this many rows: a small table, simulated on Adult",
+    )
     args = parser.parse_args()
 
     table, train_rows, _test_rows_never_used = load_split(
         compose_run_config(["dataset=adult"]).dataset
     )
     fit_rows, validation = split(train_rows, table.target, 0.2, 1)
+    if args.rows is not None:
+        fit_rows = fit_rows.sample(n=args.rows, random_state=0).reset_index(drop=True)
     done = pd.read_csv(OUT) if OUT.is_file() else pd.DataFrame(columns=["name", "seed", "epsilon"])
     for name in args.only:
         model_cfg, train_cfg, privacy_cfg = CANDIDATES[name]
@@ -108,7 +133,9 @@ def main() -> None:
                 "seed": seed,
                 "epsilon": args.epsilon,
                 "validation_mean_auroc": round(scores.mean, 4),
-                "round": 1 if not name[1].isdigit() else (3 if "_st" in name else 2),
+                "round": 4
+                if name.startswith("small")
+                else (1 if not name[1].isdigit() else (3 if "_st" in name else 2)),
                 "train_seconds": round(model.metrics["wall_seconds"], 1),
                 "total_seconds": round(time.perf_counter() - start, 1),
                 **{f"auroc_{k}": round(v, 4) for k, v in scores.auroc.items()},
