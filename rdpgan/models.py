@@ -78,6 +78,20 @@ class Generator(nn.Module):
         values = torch.tanh(logits[:, self.tanh_index])
         return torch.cat([values, probs[:, self.block_valid]], dim=1)[:, self.order]
 
+    def _folded_body(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each eval-mode Linear → BatchNorm pair as one affine map (a third of the work)."""
+        layers = list(self.body)
+        folded = []
+        for linear, norm in zip(layers[0::3], layers[1::3], strict=True):
+            scale = norm.weight / torch.sqrt(norm.running_var + norm.eps)
+            folded.append(
+                (
+                    linear.weight * scale[:, None],
+                    (linear.bias - norm.running_mean) * scale + norm.bias,
+                )
+            )
+        return folded
+
     @torch.no_grad()
     def sample_parts(self, z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(tanh values, one code per block) for sampling, without building one-hot rows.
@@ -85,7 +99,12 @@ class Generator(nn.Module):
         The code is argmax(logits + Gumbel noise): the same draw as ``forward(hard=True)``
         (temperature does not move an argmax), at a fraction of the cost.
         """
-        logits = self.head(self.body(torch.cat([z, y], dim=1)))
+        if self.training:
+            raise RuntimeError("sample_parts folds BatchNorm statistics: call .eval() first")
+        hidden = torch.cat([z, y], dim=1)
+        for weight, bias in self._folded_body():
+            hidden = torch.relu_(torch.addmm(bias, hidden, weight.T))
+        logits = self.head(hidden)
         blocks = logits[:, self.block_index].masked_fill(~self.block_valid, float("-inf"))
         codes = (blocks - torch.empty_like(blocks).exponential_().log()).argmax(dim=-1)
         return torch.tanh(logits[:, self.tanh_index]), codes

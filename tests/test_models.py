@@ -42,7 +42,14 @@ def test_discriminator_scores_pairs_and_rows_alike():
 
 
 def test_sampling_path_draws_exactly_what_the_hard_forward_pass_draws():
-    generator = Generator(8, 2, [16], SPANS, width=7).eval()
+    generator = Generator(8, 2, [16, 16], SPANS, width=7)
+    for module in generator.modules():  # non-trivial BatchNorm statistics, as after training
+        if isinstance(module, torch.nn.BatchNorm1d):
+            module.running_mean.uniform_(-1, 1)
+            module.running_var.uniform_(0.5, 2)
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.uniform_(-0.5, 0.5)
+    generator.eval()
     z = torch.randn(50, 8)
     y = torch.nn.functional.one_hot(torch.randint(0, 2, (50,)), 2).float()
     torch.manual_seed(3)
