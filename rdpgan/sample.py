@@ -12,9 +12,7 @@ is matched against the target's declared levels: by value when they are numeric,
 
 from __future__ import annotations
 
-import pickle
 import sys
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -72,16 +70,9 @@ def resolve_label(column: Categorical, label: Any) -> Any:
 
 
 def load_model(run_dir: Path) -> DPCGAN:
-    """``DPCGAN.load``, with every way a damaged checkpoint fails as one ``UserInputError``."""
     if not run_dir.is_dir():
         raise UserInputError(f"run directory {run_dir} does not exist")
-    try:
-        with warnings.catch_warnings():
-            # torch warns (over two lines) about a pickle protocol it then refuses anyway.
-            warnings.simplefilter("ignore")
-            return DPCGAN.load(run_dir)
-    except (pickle.UnpicklingError, OSError) as exc:  # not (yet) mapped by DPCGAN.load itself
-        raise UserInputError(f"the model in {run_dir} is damaged or incompatible") from exc
+    return DPCGAN.load(run_dir)
 
 
 def write_csv(path: Path, chunks: Iterable[pd.DataFrame], schema: Schema) -> None:
