@@ -28,7 +28,6 @@ from rdpgan.cli import (
 from rdpgan.config import RunConfig, register_configs
 from rdpgan.data.datasets import load_split
 from rdpgan.errors import UserInputError
-from rdpgan.evaluate import evaluate_run
 from rdpgan.io import atomic_write, write_json
 from rdpgan.privacy.ledger import validate_budget
 from rdpgan.synthesizer import DPCGAN, TrainingInterrupted
@@ -99,6 +98,8 @@ def finish(model: DPCGAN, test_rows: pd.DataFrame, cfg: RunConfig, out: Path) ->
         f"of {model.epsilon} at delta={model.delta}"
     )
     if cfg.evaluate:
+        from rdpgan.evaluate import evaluate_run  # the classifiers load only when asked for
+
         scores = evaluate_run(out, seed=0, real=True)
         print(f"mean AUROC {scores['mean']:.4f} (real data {scores['real']['mean']:.4f})")
     return model

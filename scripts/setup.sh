@@ -26,7 +26,7 @@ fi
 # Skip the resolver when this exact tree is already installed (keeps CI and re-runs fast).
 stamp=".setup-stamp"
 digest=$(sha256sum pyproject.toml | cut -c1-16)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ] || ! have rdpgan opacus hydra xgboost sklearn pytest dp_accounting; then
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ] || ! have rdpgan opacus hydra xgboost sklearn pytest xdist dp_accounting; then
   pip_install -e ".[dev]"
   echo "$digest" > "$stamp"
 fi
