@@ -118,3 +118,26 @@ def test_small_table_caps_the_sampling_rate():
     assert model.metrics["sample_rate"] == pytest.approx(0.1)
     assert model.metrics["expected_batch_size"] == pytest.approx(30, abs=3)
     assert model.metrics["discriminator_steps"] == 20  # 2 epochs at rate 0.1
+
+
+def test_n_critic_discriminator_steps_per_generator_step(monkeypatch):
+    from rdpgan.training import CGANTrainer
+
+    calls = {"d": 0, "g": 0}
+    d_step, g_step = CGANTrainer.discriminator_step, CGANTrainer.generator_step
+
+    def count_d(self):
+        calls["d"] += 1
+        return d_step(self)
+
+    def count_g(self):
+        calls["g"] += 1
+        return g_step(self)
+
+    monkeypatch.setattr(CGANTrainer, "discriminator_step", count_d)
+    monkeypatch.setattr(CGANTrainer, "generator_step", count_g)
+    train = TrainConfig(steps=12, batch_size=64, n_critic=3, progress=False)
+    model = DPCGAN(epsilon=4.0, device="cpu", model=SMALL["model"], train=train)
+    model.fit(toy_table(), "y", SCHEMA)
+    assert calls == {"d": 12, "g": 4}
+    assert model.ledger.releases[-1].steps == 12  # one charge per D step, none per G step
