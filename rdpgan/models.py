@@ -96,8 +96,8 @@ class Generator(nn.Module):
     def sample_parts(self, z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(tanh values, one code per block) for sampling, without building one-hot rows.
 
-        The code is argmax(logits + Gumbel noise): the same draw as ``forward(hard=True)``
-        (temperature does not move an argmax), at a fraction of the cost.
+        The code is argmax(logits + Gumbel noise): a draw from the same distribution as
+        ``forward(hard=True)`` (temperature does not move an argmax), at a fraction of the cost.
         """
         if self.training:
             raise RuntimeError("sample_parts folds BatchNorm statistics: call .eval() first")
@@ -105,9 +105,15 @@ class Generator(nn.Module):
         for weight, bias in self._folded_body():
             hidden = torch.relu_(torch.addmm(bias, hidden, weight.T))
         logits = self.head(hidden)
-        blocks = logits[:, self.block_index].masked_fill(~self.block_valid, float("-inf"))
-        codes = (blocks - torch.empty_like(blocks).exponential_().log()).argmax(dim=-1)
-        return torch.tanh(logits[:, self.tanh_index]), codes
+        # Noise only for real block entries (not the padding): a third of the draws on Adult.
+        valid_index = self.block_index[self.block_valid]
+        noisy = (
+            logits[:, valid_index]
+            - torch.empty(len(logits), len(valid_index), device=logits.device).exponential_().log()
+        )
+        blocks = logits.new_full((len(logits), *self.block_index.shape), float("-inf"))
+        blocks[:, self.block_valid] = noisy
+        return torch.tanh(logits[:, self.tanh_index]), blocks.argmax(dim=-1)
 
 
 class Discriminator(nn.Module):

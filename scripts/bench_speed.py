@@ -149,9 +149,9 @@ def main() -> None:
             "",
             "## Full run",
             "",
-            "`python -m rdpgan.train dataset=adult epsilon=8` (defaults: 20 epochs, σ calibrated "
-            "to ε=8, δ=1e-5), wall time including start-up, loading, training, sampling and "
-            "writing outputs:",
+            f"`python -m rdpgan.train dataset=adult epsilon=8` (defaults: {TrainConfig().epochs:g} "
+            "epochs, σ calibrated to ε=8, δ=1e-5), wall time including start-up, loading, "
+            "training, sampling and writing outputs:",
             "",
             f"**{wall:.1f} s** (bar: < 300 s).",
         ]

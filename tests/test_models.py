@@ -41,7 +41,7 @@ def test_discriminator_scores_pairs_and_rows_alike():
     assert pairs.shape == (5, 2) and rows.shape == (5,)
 
 
-def test_sampling_path_draws_exactly_what_the_hard_forward_pass_draws():
+def test_sampling_path_matches_the_hard_forward_pass():
     generator = Generator(8, 2, [16, 16], SPANS, width=7)
     for module in generator.modules():  # non-trivial BatchNorm statistics, as after training
         if isinstance(module, torch.nn.BatchNorm1d):
@@ -52,10 +52,22 @@ def test_sampling_path_draws_exactly_what_the_hard_forward_pass_draws():
     generator.eval()
     z = torch.randn(50, 8)
     y = torch.nn.functional.one_hot(torch.randint(0, 2, (50,)), 2).float()
-    torch.manual_seed(3)
     rows = generator(z, y, hard=True)
-    torch.manual_seed(3)
     values, codes = generator.sample_parts(z, y)
-    torch.testing.assert_close(values, rows[:, [0, 4]])
+    torch.testing.assert_close(values, rows[:, [0, 4]])  # BatchNorm folded correctly
+    # With sharp logits the Gumbel noise cannot move the argmax: both paths pick the same codes.
+    generator.head.weight.data *= 1e4
+    generator.head.bias.data *= 1e4
+    rows = generator(z, y, hard=True)
+    _, codes = generator.sample_parts(z, y)
     assert torch.equal(codes[:, 0], rows[:, 1:4].argmax(dim=1))
     assert torch.equal(codes[:, 1], rows[:, 5:7].argmax(dim=1))
+
+
+def test_sampling_path_draws_categories_with_the_softmax_probabilities():
+    generator = Generator(4, 1, [8], (Span(0, 3, "softmax"),), width=3).eval()
+    generator.head.weight.data.zero_()
+    generator.head.bias.data = torch.log(torch.tensor([0.2, 0.3, 0.5]))
+    _, codes = generator.sample_parts(torch.randn(20_000, 4), torch.ones(20_000, 1))
+    frequencies = torch.bincount(codes[:, 0], minlength=3).float() / 20_000
+    torch.testing.assert_close(frequencies, torch.tensor([0.2, 0.3, 0.5]), atol=0.015, rtol=0)
