@@ -16,7 +16,8 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The real data sets: $RDPGAN_DATA_DIR, else ../shared/data beside the checkout."""
-    root = Path(os.environ.get("RDPGAN_DATA_DIR") or SHARED_DATA)
+    # Absolute: tests run the CLIs from temporary directories.
+    root = Path(os.environ.get("RDPGAN_DATA_DIR") or SHARED_DATA).resolve()
     if not (root / "adult" / "adult.data").is_file():
         pytest.fail(f"real data not found under {root}; set RDPGAN_DATA_DIR")
     return root
