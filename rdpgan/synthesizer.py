@@ -353,7 +353,7 @@ class DPCGAN:
                     saver.after(step, last, history)
                 if stop.requested and step < last:
                     if saver is not None:
-                        saver.save(step, history, exact=True)
+                        saver.save(step, history)
                     bar.close()
                     raise TrainingInterrupted(step, last)
         bar.close()
@@ -558,11 +558,9 @@ class _Checkpointer:
 
     def after(self, step: int, last: int, history: list[dict[str, Any]]) -> None:
         if step == last or (self.every > 0 and step % self.every == 0):
-            self.save(step, history, exact=True, finished=step == last)
+            self.save(step, history, finished=step == last)
 
-    def save(
-        self, step: int, history: list[dict[str, Any]], exact: bool, finished: bool = False
-    ) -> None:
+    def save(self, step: int, history: list[dict[str, Any]], finished: bool = False) -> None:
         assert self.model.ledger is not None and self.model.generator is not None
         tensors = {
             "generator": self.model.generator.state_dict(),
@@ -578,6 +576,6 @@ class _Checkpointer:
             "finished": finished,
         }
         checkpoint.save(self.directory, step, tensors, meta)
-        if exact:
-            self.prepaid_until = step
-            self._write_ledger()
+        # The ledger is exact again: only the steps actually taken are charged.
+        self.prepaid_until = step
+        self._write_ledger()
