@@ -10,6 +10,11 @@ TORCH_VERSION="${RDPGAN_TORCH_VERSION:-2.13.0}"
 pip_install() { "$PY" -m pip install --quiet --disable-pip-version-check "$@"; }
 # Looks modules up without importing them (importing torch alone takes seconds).
 have() { "$PY" -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))" "$@"; }
+# True when `import rdpgan` from outside the tree finds THIS checkout (not another clone's
+# editable install, which a stale stamp would otherwise hide).
+installed_here() {
+  (cd / && "$PY" -c "import importlib.util as u, sys; s = u.find_spec('rdpgan'); sys.exit(s is None or not s.origin.startswith(sys.argv[1]))" "$OLDPWD/rdpgan/")
+}
 
 if ! have torch; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -26,7 +31,7 @@ fi
 # Skip the resolver when this exact tree is already installed (keeps CI and re-runs fast).
 stamp=".setup-stamp"
 digest=$(sha256sum pyproject.toml | cut -c1-16)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ] || ! have rdpgan opacus hydra xgboost sklearn pytest xdist dp_accounting; then
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ] || ! installed_here || ! have opacus hydra xgboost sklearn pytest xdist dp_accounting; then
   pip_install -e ".[dev]"
   echo "$digest" > "$stamp"
 fi

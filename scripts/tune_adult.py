@@ -30,6 +30,10 @@ BASE_MODEL = ModelConfig(straight_through=False)
 BASE_TRAIN = TrainConfig(epochs=20, progress=False)
 
 LONG = replace(BASE_TRAIN, steps=2600)  # ≈ 50 epochs of Adult at the default batch
+ST = replace(BASE_MODEL, straight_through=True)
+E50 = replace(BASE_TRAIN, epochs=50)
+FAST_LR = replace(E50, generator_lr=1e-3, discriminator_lr=1e-3)
+NONPRIVATE = PrivacyConfig(name="none", accountant="none")
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
     "default": (BASE_MODEL, BASE_TRAIN, PrivacyConfig()),
@@ -79,12 +83,49 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         LONG,
         PrivacyConfig(name="none", accountant="none"),
     ),
+    # Round 5 (small *imbalanced* tables, --rows 700 --positives 45): D's size, length, lr.
+    "r5_base": (ST, E50, PrivacyConfig()),
+    "r5_base_nonprivate": (ST, E50, NONPRIVATE),
+    "r5_d64": (replace(ST, discriminator_hidden=[64]), E50, PrivacyConfig()),
+    "r5_d16": (replace(ST, discriminator_hidden=[16]), E50, PrivacyConfig()),
+    "r5_d16_lr1e-3": (replace(ST, discriminator_hidden=[16]), FAST_LR, PrivacyConfig()),
+    "r5_d64_lr1e-3": (replace(ST, discriminator_hidden=[64]), FAST_LR, PrivacyConfig()),
+    "r5_d16_e200": (
+        replace(ST, discriminator_hidden=[16]),
+        replace(E50, epochs=200),
+        PrivacyConfig(),
+    ),
+    "r5_d16_clip0.1": (
+        replace(ST, discriminator_hidden=[16]),
+        E50,
+        PrivacyConfig(max_grad_norm=0.1),
+    ),
     "s2600_st_tiny_d": (
         replace(BASE_MODEL, straight_through=True, discriminator_hidden=[64]),
         LONG,
         PrivacyConfig(),
     ),
 }
+
+
+def round_of(name: str) -> int:
+    if name.startswith("r5_"):
+        return 5
+    if name.startswith("small"):
+        return 4
+    return 1 if not name[1].isdigit() else (3 if "_st" in name else 2)
+
+
+def subsample(rows: pd.DataFrame, table, n: int, positives: int | None) -> pd.DataFrame:
+    """``n`` random rows, ``positives`` of them of the positive class when given."""
+    if positives is None:
+        return rows.sample(n=n, random_state=0).reset_index(drop=True)
+    is_positive = rows[table.target] == table.positive_label
+    parts = [
+        rows[is_positive].sample(n=positives, random_state=0),
+        rows[~is_positive].sample(n=n - positives, random_state=0),
+    ]
+    return pd.concat(parts).sample(frac=1.0, random_state=0).reset_index(drop=True)
 
 
 def main() -> None:
@@ -98,6 +139,12 @@ def main() -> None:
         default=None,
         help="train on a random subset of this many rows: a small table, simulated on Adult",
     )
+    parser.add_argument(
+        "--positives",
+        type=int,
+        default=None,
+        help="with --rows: this many of them positive (a small imbalanced table)",
+    )
     args = parser.parse_args()
 
     table, train_rows, _test_rows_never_used = load_split(
@@ -105,7 +152,7 @@ def main() -> None:
     )
     fit_rows, validation = split(train_rows, table.target, 0.2, 1)
     if args.rows is not None:
-        fit_rows = fit_rows.sample(n=args.rows, random_state=0).reset_index(drop=True)
+        fit_rows = subsample(fit_rows, table, args.rows, args.positives)
     done = pd.read_csv(OUT) if OUT.is_file() else pd.DataFrame(columns=["name", "seed", "epsilon"])
     for name in args.only:
         model_cfg, train_cfg, privacy_cfg = CANDIDATES[name]
@@ -133,9 +180,7 @@ def main() -> None:
                 "seed": seed,
                 "epsilon": args.epsilon,
                 "validation_mean_auroc": round(scores.mean, 4),
-                "round": 4
-                if name.startswith("small")
-                else (1 if not name[1].isdigit() else (3 if "_st" in name else 2)),
+                "round": round_of(name),
                 "train_seconds": round(model.metrics["wall_seconds"], 1),
                 "total_seconds": round(time.perf_counter() - start, 1),
                 **{f"auroc_{k}": round(v, 4) for k, v in scores.auroc.items()},
