@@ -85,6 +85,8 @@ class ModelConfig:
     # Straight-through Gumbel: G emits exact one-hot blocks in training too (soft gradients),
     # so D cannot tell fakes by their soft categorical values alone.
     straight_through: bool = True
+    # Weight of the AC-GAN label loss (0: plain conditional D, label concatenated to the row).
+    auxiliary_weight: float = 1.0
 
 
 @dataclass

@@ -57,6 +57,7 @@ class Generator(nn.Module):
         for row, span in enumerate(blocks):
             index[row, : span.end - span.start] = torch.arange(span.start, span.end)
             valid[row, : span.end - span.start] = True
+        self.block_spans = [(s.start, s.end) for s in blocks]
         tanh = torch.tensor([s.start for s in spans if s.activation == "tanh"], dtype=torch.long)
         # Output column j comes from position order[j] of cat([tanh values, block values]).
         order = torch.argsort(torch.cat([tanh, index[valid]]))
@@ -93,11 +94,15 @@ class Generator(nn.Module):
         return folded
 
     @torch.no_grad()
-    def sample_parts(self, z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample_parts(
+        self, z: torch.Tensor, y: torch.Tensor, rng: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(tanh values, one code per block) for sampling, without building one-hot rows.
 
         The code is argmax(logits + Gumbel noise): a draw from the same distribution as
         ``forward(hard=True)`` (temperature does not move an argmax), at a fraction of the cost.
+        ``rng`` (default: torch's global one) draws the noise; a generator of its own makes
+        concurrent calls safe and reproducible.
         """
         if self.training:
             raise RuntimeError("sample_parts folds BatchNorm statistics: call .eval() first")
@@ -105,14 +110,14 @@ class Generator(nn.Module):
         for weight, bias in self._folded_body():
             hidden = torch.relu_(torch.addmm(bias, hidden, weight.T))
         logits = self.head(hidden)
-        # Noise only for real block entries (not the padding): a third of the draws on Adult.
-        valid_index = self.block_index[self.block_valid]
-        # Gumbel(0, 1) = -log(-log U); uniform draws are several times cheaper than exponential.
-        uniform = torch.rand(len(logits), len(valid_index), device=logits.device)
-        noisy = logits[:, valid_index] - uniform.log_().neg_().log_()
-        blocks = logits.new_full((len(logits), *self.block_index.shape), float("-inf"))
-        blocks[:, self.block_valid] = noisy
-        return torch.tanh(logits[:, self.tanh_index]), blocks.argmax(dim=-1)
+        # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
+        # Drawn for every output (the few tanh columns waste a little) so that each block is a
+        # contiguous slice: no gather into the padded [batch, blocks, width] layout training uses.
+        uniform = torch.rand(logits.shape, generator=rng, device=logits.device)
+        noisy = logits - uniform.log_().neg_().log_()
+        codes = [noisy[:, start:end].argmax(dim=1) for start, end in self.block_spans]
+        blocks = torch.stack(codes, dim=1) if codes else logits.new_zeros(len(logits), 0).long()
+        return torch.tanh(logits[:, self.tanh_index]), blocks
 
 
 class Discriminator(nn.Module):
@@ -120,13 +125,27 @@ class Discriminator(nn.Module):
 
     Taking a [B, 2, F] tensor lets the trainer hand D one *pair* (real row, fake row) per
     sample, so a per-sample gradient is that of the pair's joint loss (see synthesizer).
+
+    With ``auxiliary_classifier`` D is an AC-GAN critic: its body sees the row alone, the label
+    enters by projection (Miyato & Koyama 2018: realness = head(h) + embed(y)·h), and a second
+    head predicts the label from the row. Training that head on real rows teaches the generator
+    which features go with which class directly, which matters when a class has few rows.
     """
 
-    def __init__(self, width: int, n_classes: int, hidden: Sequence[int]):
+    def __init__(
+        self, width: int, n_classes: int, hidden: Sequence[int], auxiliary_classifier: bool = False
+    ):
         super().__init__()
-        sizes = [width + n_classes, *hidden]
+        sizes = [width if auxiliary_classifier else width + n_classes, *hidden]
         self.body = _mlp(sizes, lambda i, o: (nn.Linear(i, o), nn.LeakyReLU(0.2)))
         self.head = nn.Linear(sizes[-1], 1)
+        self.embed = nn.Linear(n_classes, sizes[-1], bias=False) if auxiliary_classifier else None
+        self.classifier = nn.Linear(sizes[-1], n_classes) if auxiliary_classifier else None
 
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.head(self.body(torch.cat([x, y], dim=-1))).squeeze(-1)
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Realness logits, and class logits (or None without the auxiliary classifier)."""
+        if self.embed is None or self.classifier is None:
+            return self.head(self.body(torch.cat([x, y], dim=-1))).squeeze(-1), None
+        h = self.body(x)
+        realness = self.head(h).squeeze(-1) + (self.embed(y) * h).sum(-1)
+        return realness, self.classifier(h)

@@ -28,6 +28,7 @@ class CGANTrainer:
         label_probs: torch.Tensor,
         sample_rate: float,
         expected_batch: int,
+        auxiliary_weight: float = 0.0,
     ):
         self.generator = generator
         self.critic = critic
@@ -37,13 +38,15 @@ class CGANTrainer:
         self.label_probs = label_probs
         self.sample_rate = sample_rate
         self.expected_batch = expected_batch
+        self.auxiliary_weight = auxiliary_weight
 
-    def fake(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``n`` generated rows with labels drawn from the released label frequencies."""
+    def fake(self, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``n`` generated rows, their one-hot labels and label codes (drawn from the released
+        label frequencies)."""
         codes = torch.multinomial(self.label_probs, n, replacement=True)
         y = F.one_hot(codes, self.label_probs.numel()).float()
         z = torch.randn(n, self.generator.latent_dim, device=self.label_probs.device)
-        return self.generator(z, y), y
+        return self.generator(z, y), y, codes
 
     def discriminator_step(self) -> None:
         """One DP-SGD step on a Poisson batch of (real, fake) pairs.
@@ -54,15 +57,19 @@ class CGANTrainer:
         size = len(index)
         # At least a full batch of fakes so BatchNorm in G sees a real batch; one per pair used.
         with torch.no_grad():
-            fake_x, fake_y = self.fake(max(size, self.expected_batch))
+            fake_x, fake_y, _ = self.fake(max(size, self.expected_batch))
         pair_x = torch.stack([self.features[index], fake_x[:size]], dim=1)
         pair_y = torch.stack([self.one_hot[index], fake_y[:size]], dim=1)
         self.critic.zero_grad()
-        logits = self.critic.module(pair_x, pair_y)
+        logits, class_logits = self.critic.module(pair_x, pair_y)
         targets = torch.zeros_like(logits)
         targets[:, 0] = 1.0
-        per_pair = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
-        self.critic.step(per_pair.sum(dim=1))
+        per_pair = F.binary_cross_entropy_with_logits(logits, targets, reduction="none").sum(1)
+        if class_logits is not None:  # AC-GAN: D also learns to tell the label of a real row
+            real_labels = pair_y[:, 0].argmax(-1)
+            label_loss = F.cross_entropy(class_logits[:, 0], real_labels, reduction="none")
+            per_pair = per_pair + self.auxiliary_weight * label_loss
+        self.critic.step(per_pair)
 
     def generator_step(self) -> tuple[float, float]:
         """One step of the non-saturating generator loss through the frozen discriminator.
@@ -70,11 +77,13 @@ class CGANTrainer:
         Returns G's loss and D's loss on the same fresh fake batch: both depend on private data
         only through D, so (unlike any loss on real rows) they are safe to report.
         """
-        fake_x, fake_y = self.fake(self.expected_batch)
+        fake_x, fake_y, codes = self.fake(self.expected_batch)
         self.generator_optimizer.zero_grad(set_to_none=True)
         with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
-            logits = discriminator(fake_x, fake_y)
+            logits, class_logits = discriminator(fake_x, fake_y)
             loss = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+            if class_logits is not None:  # rows of class y should look like class y to D
+                loss = loss + self.auxiliary_weight * F.cross_entropy(class_logits, codes)
             loss.backward()
         self.generator_optimizer.step()
         d_fake_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench_speed import machine, write_speed_md
 
-from rdpgan.sample import iter_samples, load_model, write_samples
+from rdpgan.sample import iter_samples, load_model, sampling_workers, write_samples
 
 BAR_ROWS_PER_SECOND = 200_000
 
@@ -68,15 +68,18 @@ def main() -> None:
             run_dir = work / "run"
             train_model(run_dir, args.train_steps)
         model = load_model(run_dir)
+        workers = sampling_workers(model)  # as the CLI does
         loaded_mb = peak_rss_mb()
         n, chunk = args.rows, args.chunk_size
 
         def generate() -> None:
-            for _ in iter_samples(model, n, seed=0, chunk_size=chunk):
+            for _ in iter_samples(model, n, seed=0, chunk_size=chunk, workers=workers):
                 pass
 
         def write(name: str) -> Callable[[], object]:
-            return lambda: write_samples(model, work / name, n, seed=0, chunk_size=chunk)
+            return lambda: write_samples(
+                model, work / name, n, seed=0, chunk_size=chunk, workers=workers
+            )
 
         results = []
         for stage, task, out in [
@@ -101,6 +104,7 @@ def main() -> None:
         f"Machine: {machine()}.",
         "",
         f"Adult model with the default sizes ({source}); {n:,} rows in chunks of {chunk:,}, "
+        f"{workers} worker thread(s) as the CLI picks, "
         "written to a file in a temporary directory. Peak RSS is this process's high-water mark "
         f"after each stage (stages run in order; {loaded_mb:.0f} MB after loading the model).",
         "",

@@ -2,13 +2,13 @@
 
     python scripts/benchmark.py                      # the whole grid, 10 repeats
     python scripts/benchmark.py repeats=3 table=adult epsilon=8   # a slice
-    python scripts/report_benchmark.py               # tables + figure from results/*.csv
+    python scripts/report_benchmark.py               # tables + figure from results/bench_*.csv
 
 Each repeat r makes its own stratified 80/20 split (seed r), trains with seed r through exactly
 the code path of ``python -m rdpgan.train`` (so the ledger rules hold), scores the synthetic
 table with the paper's 8 classifiers on the held-out real rows, and appends one row to
-``results/<dataset>.csv``. The real-data reference for split r is computed once and cached in
-``results/real_<dataset>.csv``. The non-private cgan does not depend on ε: it is run once per
+``results/bench_<dataset>.csv``. The real-data reference for split r is computed once and cached in
+``results/bench_real_<dataset>.csv``. The non-private cgan does not depend on ε: it is run once per
 repeat and stored with ``epsilon`` empty. Nothing is tuned here; settings come from configs/.
 """
 
@@ -119,7 +119,7 @@ def command_line(cfg: BenchmarkConfig) -> str:
 
 def real_reference(cfg: BenchmarkConfig, repeat: int, results: Path) -> dict:
     """The 8 classifiers trained on the real train split of repeat ``repeat`` (cached)."""
-    path = results / f"real_{cfg.table}.csv"
+    path = results / f"bench_real_{cfg.table}.csv"
     keys = {"dataset": cfg.table, "repeat": repeat}
     if not is_done(path, keys):
         run_cfg = compose_run_config([f"dataset={cfg.table}", f"dataset.split_seed={repeat}"])
@@ -140,7 +140,7 @@ def real_reference(cfg: BenchmarkConfig, repeat: int, results: Path) -> dict:
 
 def run_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> None:
     epsilon = None if cfg.method == "cgan" else float(cfg.epsilon)
-    csv = results / f"{cfg.table}.csv"
+    csv = results / f"bench_{cfg.table}.csv"
     keys = {"dataset": cfg.table, "method": cfg.method, "epsilon": epsilon, "repeat": repeat}
     if is_done(csv, keys):
         print(f"skip (done): {keys}")

@@ -1,4 +1,4 @@
-"""Regenerate results/README.md tables and results/auroc_vs_epsilon.png from results/*.csv.
+"""Regenerate results/README.md tables and results/auroc_vs_epsilon.png from results/bench_*.csv.
 
     python scripts/report_benchmark.py [--results results]
 
@@ -140,7 +140,10 @@ def main() -> None:
     results = Path(args.results)
     data = {}
     for dataset in DATASETS:
-        runs_path, real_path = results / f"{dataset}.csv", results / f"real_{dataset}.csv"
+        runs_path, real_path = (
+            results / f"bench_{dataset}.csv",
+            results / f"bench_real_{dataset}.csv",
+        )
         if runs_path.is_file() and real_path.is_file():
             data[dataset] = (pd.read_csv(runs_path), pd.read_csv(real_path))
     sections = []

@@ -34,6 +34,7 @@ ST = replace(BASE_MODEL, straight_through=True)
 E50 = replace(BASE_TRAIN, epochs=50)
 FAST_LR = replace(E50, generator_lr=1e-3, discriminator_lr=1e-3)
 NONPRIVATE = PrivacyConfig(name="none", accountant="none")
+AUX1 = replace(ST, auxiliary_weight=1.0)
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
     "default": (BASE_MODEL, BASE_TRAIN, PrivacyConfig()),
@@ -100,6 +101,56 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         E50,
         PrivacyConfig(max_grad_norm=0.1),
     ),
+    "r5_aux1": (replace(ST, auxiliary_weight=1.0), E50, PrivacyConfig()),
+    "r5_aux1_nonprivate": (replace(ST, auxiliary_weight=1.0), E50, NONPRIVATE),
+    "r5_aux1_d64": (
+        replace(ST, auxiliary_weight=1.0, discriminator_hidden=[64]),
+        E50,
+        PrivacyConfig(),
+    ),
+    "r5_aux3": (replace(ST, auxiliary_weight=3.0), E50, PrivacyConfig()),
+    "r5_aux1_linear": (
+        replace(ST, auxiliary_weight=1.0, discriminator_hidden=[]),
+        E50,
+        PrivacyConfig(),
+    ),
+    "r5_aux1_linear_nonprivate": (
+        replace(ST, auxiliary_weight=1.0, discriminator_hidden=[]),
+        E50,
+        NONPRIVATE,
+    ),
+    "r5_aux1_d16": (
+        replace(ST, auxiliary_weight=1.0, discriminator_hidden=[16]),
+        E50,
+        PrivacyConfig(),
+    ),
+    "r5_aux1_linear_lr1e-3": (
+        replace(ST, auxiliary_weight=1.0, discriminator_hidden=[]),
+        FAST_LR,
+        PrivacyConfig(),
+    ),
+    "r5_aux1_linear_s2600": (
+        replace(ST, auxiliary_weight=1.0, discriminator_hidden=[]),
+        LONG,
+        PrivacyConfig(),
+    ),
+    "r5_aux1_linear_s2600_nonprivate": (
+        replace(ST, auxiliary_weight=1.0, discriminator_hidden=[]),
+        LONG,
+        NONPRIVATE,
+    ),
+    "r5_aux1_d16_s2600": (
+        replace(ST, auxiliary_weight=1.0, discriminator_hidden=[16]),
+        LONG,
+        PrivacyConfig(),
+    ),
+    "r5_aux1_beta9": (AUX1, replace(E50, betas=[0.9, 0.999]), PrivacyConfig()),
+    "r5_aux1_dlr1e-3": (AUX1, replace(E50, discriminator_lr=1e-3), PrivacyConfig()),
+    "r5_aux1_clip0.1": (AUX1, E50, PrivacyConfig(max_grad_norm=0.1)),
+    "r5_aux1_batch2x": (AUX1, replace(E50, max_sample_rate=0.2), PrivacyConfig()),
+    "r5_aux1_lr1e-3": (AUX1, FAST_LR, PrivacyConfig()),
+    # Round 6: the AC-GAN critic on the full Adult table (2,600 steps, as the defaults).
+    "s2600_st_aux1": (AUX1, LONG, PrivacyConfig()),
     "s2600_st_tiny_d": (
         replace(BASE_MODEL, straight_through=True, discriminator_hidden=[64]),
         LONG,
@@ -109,6 +160,8 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
 
 
 def round_of(name: str) -> int:
+    if name.endswith("_aux1"):
+        return 6
     if name.startswith("r5_"):
         return 5
     if name.startswith("small"):

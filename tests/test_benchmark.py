@@ -44,18 +44,18 @@ def test_grid_slice_runs_resumes_and_reports(tmp_path, data_dir):
     ]
     first = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
     assert first.returncode == 0, first.stderr[-2000:]
-    runs = pd.read_csv(results / "cervical.csv")
+    runs = pd.read_csv(results / "bench_cervical.csv")
     # cgan ignores ε: one run, not two; rdp_cgan: one per ε.
     assert sorted(runs["method"].tolist()) == ["cgan", "rdp_cgan", "rdp_cgan"]
     private = runs[runs["method"] == "rdp_cgan"]
     assert (private["epsilon_spent"] <= private["epsilon"]).all()
     assert {"command", "date", "machine", "commit", "real_mean"} <= set(runs.columns)
-    assert len(pd.read_csv(results / "real_cervical.csv")) == 1
+    assert len(pd.read_csv(results / "bench_real_cervical.csv")) == 1
 
     again = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
     assert again.returncode == 0
     assert again.stdout.count("skip (done)") == 4
-    assert len(pd.read_csv(results / "cervical.csv")) == 3
+    assert len(pd.read_csv(results / "bench_cervical.csv")) == 3
 
     report = run_script(
         str(REPO / "scripts" / "report_benchmark.py"),

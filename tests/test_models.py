@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from opacus.validators import ModuleValidator
 
@@ -34,11 +35,25 @@ def test_generator_heads_are_tanh_and_one_hot_blocks():
         assert set(block.unique().tolist()) <= {0.0, 1.0}
 
 
-def test_discriminator_scores_pairs_and_rows_alike():
-    discriminator = Discriminator(width=7, n_classes=2, hidden=[16])
-    pairs = discriminator(torch.randn(5, 2, 7), torch.zeros(5, 2, 2))
-    rows = discriminator(torch.randn(5, 7), torch.zeros(5, 2))
+@pytest.mark.parametrize("auxiliary", [False, True])
+def test_discriminator_scores_pairs_and_rows_alike(auxiliary):
+    discriminator = Discriminator(width=7, n_classes=2, hidden=[16], auxiliary_classifier=auxiliary)
+    pairs, pair_classes = discriminator(torch.randn(5, 2, 7), torch.zeros(5, 2, 2))
+    rows, row_classes = discriminator(torch.randn(5, 7), torch.zeros(5, 2))
     assert pairs.shape == (5, 2) and rows.shape == (5,)
+    if auxiliary:
+        assert pair_classes.shape == (5, 2, 2) and row_classes.shape == (5, 2)
+    else:
+        assert pair_classes is None and row_classes is None
+
+
+def test_auxiliary_classifier_does_not_see_the_label():
+    """The class head must predict the label from the row alone, or it would learn nothing."""
+    discriminator = Discriminator(width=7, n_classes=2, hidden=[16], auxiliary_classifier=True)
+    x = torch.randn(5, 7)
+    _, given_0 = discriminator(x, torch.tensor([[1.0, 0.0]]).expand(5, 2))
+    _, given_1 = discriminator(x, torch.tensor([[0.0, 1.0]]).expand(5, 2))
+    assert torch.equal(given_0, given_1)
 
 
 def test_sampling_path_matches_the_hard_forward_pass():

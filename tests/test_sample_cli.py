@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import pickle
@@ -120,7 +121,8 @@ def test_chunks_are_the_api_samples_with_derived_seeds(tmp_path, trained_run):
         [model.sample(size, seed=chunk_seed(7, i)) for i, size in enumerate(sizes)],
         ignore_index=True,
     )
-    assert (tmp_path / "s.csv").read_text() == expected.to_csv(index=False)
+    written = pd.read_csv(tmp_path / "s.csv")
+    pd.testing.assert_frame_equal(written, pd.read_csv(io.StringIO(expected.to_csv(index=False))))
     assert len({chunk_seed(7, i) for i in range(1000)}) == 1000
 
 
@@ -230,3 +232,12 @@ def test_a_checkpoint_that_would_run_code_is_refused_without_running_it(
     with contextlib.suppress(RuntimeError):
         torch.load(run / "model.pt", weights_only=False)
     assert marker.exists()
+
+
+def test_the_file_does_not_depend_on_the_number_of_workers(tmp_path, trained_run):
+    model = load_model(trained_run)
+    for workers in (1, 3):
+        write_samples(
+            model, tmp_path / f"w{workers}.csv", n=700, seed=3, chunk_size=100, workers=workers
+        )
+    assert (tmp_path / "w1.csv").read_bytes() == (tmp_path / "w3.csv").read_bytes()
