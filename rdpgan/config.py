@@ -34,6 +34,9 @@ class ColumnSpec:
     # Continuous values that occur exactly and often (e.g. capital-gain = 0): each gets its own
     # code, so the generator need not hit a point exactly with a tanh output.
     point_masses: list[float] = field(default_factory=list)
+    # Categorical only: a value outside ``levels`` is read as missing instead of being an error
+    # (schemas released privately keep only the levels common enough to survive the noise).
+    unlisted_as_missing: bool = False
 
 
 @dataclass
@@ -41,7 +44,8 @@ class DatasetConfig:
     """Where a table lives, how to read it, what to predict, and its declared public schema."""
 
     name: str = "???"
-    file: str = "???"
+    file: str = "???"  # under the data root ...
+    path: str | None = None  # ... or any CSV path (relative to the current directory)
     # pandas.read_csv options that describe the file format (header, separator, NA marker).
     header: bool = True
     column_names: list[str] | None = None
@@ -53,6 +57,31 @@ class DatasetConfig:
     columns: list[ColumnSpec] = field(default_factory=list)
     test_size: float = 0.2
     split_seed: int = 0
+
+
+@dataclass
+class SchemaConfig:
+    """Where the column domains come from (see :mod:`rdpgan.privacy.private_schema`).
+
+    ``declared``: the dataset's ``columns`` or the YAML ``file`` (public knowledge, free).
+    ``private``: bounds by DP quantiles and levels from ``candidates`` by a noisy threshold,
+    paid with ``epsilon_fraction`` of the run's epsilon. ``unsafe_infer``: read off the data;
+    the run is then marked NOT end-to-end private everywhere.
+    """
+
+    name: str = "declared"
+    source: str = "declared"
+    file: str | None = None
+    epsilon_fraction: float = 0.1
+    # Column -> continuous | categorical, overriding what the dtypes say.
+    types: dict[str, str] = field(default_factory=dict)
+    # Column -> public candidate levels (private: the only levels that can be released).
+    candidates: dict[str, list[Any]] = field(default_factory=dict)
+    drop: list[str] = field(default_factory=list)
+    # unsafe_infer: a text column with more distinct values than this is dropped, with a message.
+    max_levels: int = 50
+    # private: the quantiles that become a continuous column's bounds.
+    quantiles: list[float] = field(default_factory=lambda: [0.05, 0.95])
 
 
 @dataclass
@@ -129,6 +158,7 @@ class RunConfig:
     """Everything one ``python -m rdpgan.train`` run needs."""
 
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    schema: SchemaConfig = field(default_factory=SchemaConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -170,6 +200,7 @@ def register_configs() -> None:
     store = ConfigStore.instance()
     store.store(name="run_schema", node=RunConfig)
     store.store(group="dataset", name="dataset_schema", node=DatasetConfig)
+    store.store(group="schema", name="schema_config", node=SchemaConfig)
     store.store(group="privacy", name="privacy_schema", node=PrivacyConfig)
     store.store(group="model", name="model_schema", node=ModelConfig)
     store.store(group="train", name="train_schema", node=TrainConfig)

@@ -40,6 +40,7 @@ from rdpgan.privacy import accountants
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger, Release, validate_budget
 from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
+from rdpgan.privacy.private_schema import SchemaRelease
 from rdpgan.training import CGANTrainer
 from rdpgan.transform import TableTransformer
 
@@ -63,8 +64,14 @@ def resolve_device(device: str) -> torch.device:
     return resolved
 
 
-def _as_schema(schema: Schema | Sequence[ColumnSpec | dict]) -> Schema:
-    return schema if isinstance(schema, Schema) else Schema.from_specs(schema)
+SchemaLike = Schema | SchemaRelease | Sequence[ColumnSpec | dict]
+
+
+def _as_release(schema: SchemaLike) -> SchemaRelease:
+    """Any schema as a release; a declared one (Schema or specs) is public and costs nothing."""
+    if isinstance(schema, SchemaRelease):
+        return schema
+    return SchemaRelease(schema if isinstance(schema, Schema) else Schema.from_specs(schema))
 
 
 class DPCGAN:
@@ -102,21 +109,30 @@ class DPCGAN:
         self,
         df: pd.DataFrame,
         target: str,
-        schema: Schema | Sequence[ColumnSpec | dict],
+        schema: SchemaLike,
         positive_label: Any = None,
         checkpoint_dir: str | Path | None = None,
     ) -> DPCGAN:
         """Train on ``df`` (the private rows); domains come from ``schema`` alone.
 
+        A :class:`SchemaRelease` (e.g. ``schema=private``) brings its cost and notes into this
+        run's ledger, composed with everything else.
+
         With ``checkpoint_dir``, the training state is saved every ``train.checkpoint_every``
         steps so that :meth:`resume` can continue after a crash or Ctrl-C.
         """
         started = time.perf_counter()
-        frame = self._conform(df, target, _as_schema(schema))
+        release = _as_release(schema)
+        frame = self._conform(df, target, release.schema)
         self.positive_label = positive_label
         torch.manual_seed(self.seed)
         rng = np.random.default_rng(self.seed)
         self.ledger = PrivacyLedger(self.epsilon, self.delta, self.privacy.accountant)
+        for note in release.notes:
+            self.ledger.warn(note)
+        for paid in release.releases:
+            if self.ledger.private:
+                self.ledger.record(paid)
         assert self.transformer is not None
         counts = np.bincount(
             self.transformer.encode_labels(frame), minlength=self.transformer.n_classes
@@ -293,7 +309,7 @@ class DPCGAN:
                 self.ledger.history(),
                 sample_rate,
                 planned,
-                self.epsilon,
+                self.ledger.gaussian_budget(),
                 self.delta,
             )
             cap = planned
@@ -435,6 +451,10 @@ class DPCGAN:
             "released_rows": self.released_rows,
             "epsilon": self.epsilon,
             "delta": self.delta,
+            # Read by every tool that uses this model (sample, report): a model whose ledger
+            # is not end-to-end private says so wherever it goes.
+            "end_to_end_private": bool(self.ledger and self.ledger.end_to_end),
+            "privacy_notes": list(self.ledger.notes) if self.ledger else [],
             "seed": self.seed,
             "privacy": asdict(self.privacy),
             "model": asdict(self.model_config),

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import hydra
+import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
@@ -26,13 +27,16 @@ from rdpgan.cli import (
     write_run_config,
 )
 from rdpgan.config import RunConfig, register_configs
-from rdpgan.data.datasets import load_split
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
 from rdpgan.privacy.ledger import validate_budget
+from rdpgan.privacy.private_schema import SchemaRelease, load_tables
 from rdpgan.synthesizer import DPCGAN, TrainingInterrupted
 
 register_configs()
+
+WARNING_FILE = "PRIVACY_WARNING.txt"
+SCHEMA_STREAM = 1  # keeps the schema's noise apart from the label and training noise
 
 
 def run(cfg: RunConfig, out: Path) -> DPCGAN:
@@ -43,7 +47,9 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
     if cfg.privacy.accountant != "none":
         validate_budget(cfg.epsilon, cfg.delta)
     check_sample_size(cfg.sample.n)
-    table, train_rows, test_rows = load_split(cfg.dataset, cfg.data.root)
+    train_rows, test_rows, schema = load_run_tables(cfg)
+    for message in schema.messages:
+        print(f"schema: {message}", file=sys.stderr)
     model = DPCGAN(
         epsilon=cfg.epsilon,
         delta=cfg.delta,
@@ -54,7 +60,8 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         device=cfg.device,
     )
     writing(out, lambda: write_run_config(out, cfg))
-    model.fit(train_rows, table.target, table.schema, table.positive_label, checkpoint_dir=out)
+    positive = cfg.dataset.positive_label if schema.one_vs_rest is None else str(schema.one_vs_rest)
+    model.fit(train_rows, cfg.dataset.target, schema, positive, checkpoint_dir=out)
     return finish(model, test_rows, cfg, out)
 
 
@@ -62,8 +69,16 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
     """Continue the run in ``out`` with the settings it was started with."""
     saved = read_run_config(out)
     check_sample_size(cfg.sample.n)
-    _, train_rows, test_rows = load_split(saved.dataset, cfg.data.root or saved.data.root)
+    saved.data.root = cfg.data.root or saved.data.root
+    train_rows, test_rows, _ = load_run_tables(saved)  # same seed: the same schema and rows
     return DPCGAN.resume(out, train_rows, device=cfg.device), test_rows
+
+
+def load_run_tables(cfg: RunConfig) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
+    """Train rows, test rows and the schema with its cost; a private schema's noise is drawn
+    from a stream of its own (seeded by the run's seed)."""
+    rng = np.random.default_rng([cfg.seed, SCHEMA_STREAM])
+    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, rng)
 
 
 def check_sample_size(n: int | None) -> None:
@@ -91,6 +106,7 @@ def finish(model: DPCGAN, test_rows: pd.DataFrame, cfg: RunConfig, out: Path) ->
 
     writing(out, write_all)
     assert model.ledger is not None
+    warn_if_not_private(model, out)
     spent = model.ledger.to_dict()["epsilon_spent"]
     print(
         f"wrote {len(synthetic)} synthetic rows to {out / 'synthetic.csv'}; "
@@ -103,6 +119,17 @@ def finish(model: DPCGAN, test_rows: pd.DataFrame, cfg: RunConfig, out: Path) ->
         scores = evaluate_run(out, seed=0, real=True)
         print(f"mean AUROC {scores['mean']:.4f} (real data {scores['real']['mean']:.4f})")
     return model
+
+
+def warn_if_not_private(model: DPCGAN, out: Path) -> None:
+    """A run that is not end-to-end private says so beside its outputs and on stderr."""
+    assert model.ledger is not None
+    if model.ledger.end_to_end:
+        return
+    text = "".join(f"{note}\n" for note in model.ledger.notes)
+    writing(out, lambda: atomic_write(out / WARNING_FILE, lambda tmp: tmp.write_text(text)))
+    for note in model.ledger.notes:
+        print(f"WARNING: {note}", file=sys.stderr)
 
 
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")

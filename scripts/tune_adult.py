@@ -149,6 +149,8 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     "r5_aux1_clip0.1": (AUX1, E50, PrivacyConfig(max_grad_norm=0.1)),
     "r5_aux1_batch2x": (AUX1, replace(E50, max_sample_rate=0.2), PrivacyConfig()),
     "r5_aux1_lr1e-3": (AUX1, FAST_LR, PrivacyConfig()),
+    "r5_aux1_s2600": (AUX1, LONG, PrivacyConfig()),
+    "r5_aux1_s2600_nonprivate": (AUX1, LONG, NONPRIVATE),
     # Round 6: the AC-GAN critic on the full Adult table (2,600 steps, as the defaults).
     "s2600_st_aux1": (AUX1, LONG, PrivacyConfig()),
     "s2600_st_tiny_d": (

@@ -47,17 +47,18 @@ def check_target(frame: pd.DataFrame, schema: Schema, target: str) -> None:
         raise UserInputError(f"target {target!r} has a single class; nothing to condition on")
 
 
-def read_table(config: DatasetConfig, root: str | None = None) -> Table:
-    """Read the file named by ``config`` under the data root and conform it to its schema."""
-    path = data_root(root) / config.file
+def table_path(config: DatasetConfig, root: str | None = None) -> Path:
+    """``dataset.path`` as given, else ``dataset.file`` under the data root."""
+    return Path(config.path) if config.path else data_root(root) / config.file
+
+
+def read_frame(config: DatasetConfig, root: str | None = None) -> pd.DataFrame:
+    """The raw rows of the file ``config`` names, with its target column checked present."""
+    path = table_path(config, root)
     if not path.is_file():
-        raise UserInputError(
-            f"data file {path} not found (data root {data_root(root)}; set data.root= or "
-            f"${DATA_ENV}, or fetch the data with `{DOWNLOAD_HINT}`)"
-        )
-    if not config.columns:
-        raise UserInputError(f"dataset {config.name!r} declares no schema columns")
-    schema = Schema.from_specs(config.columns)
+        where = "" if config.path else f" (data root {data_root(root)}; set data.root= or "
+        hint = "" if config.path else f"${DATA_ENV}, or fetch the data with `{DOWNLOAD_HINT}`)"
+        raise UserInputError(f"data file {path} not found{where}{hint}")
     try:
         frame = pd.read_csv(
             path,
@@ -74,14 +75,22 @@ def read_table(config: DatasetConfig, root: str | None = None) -> Table:
         raise UserInputError(f"cannot read {path}: {first_line}") from exc
     if frame.empty:
         raise UserInputError(f"{path} has no data rows")
-    if frame.shape[1] == 1 and len(config.columns) > 1:
+    if frame.shape[1] == 1:
         raise UserInputError(
             f"{path} reads as a single column with separator {config.sep!r}; "
             "is the file separated by something else (set dataset.sep)?"
         )
     if config.target not in frame.columns:
         raise UserInputError(f"target column {config.target!r} is not in {path}")
-    frame = schema.conform(frame)
+    return frame
+
+
+def read_table(config: DatasetConfig, root: str | None = None) -> Table:
+    """Read the file named by ``config`` and conform it to its declared schema."""
+    if not config.columns:
+        raise UserInputError(f"dataset {config.name!r} declares no schema columns")
+    schema = Schema.from_specs(config.columns)
+    frame = schema.conform(read_frame(config, root))
     check_target(frame, schema, config.target)
     return Table(frame, schema, config.target, config.positive_label)
 

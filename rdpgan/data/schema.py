@@ -106,10 +106,13 @@ class Categorical:
     name: str
     levels: tuple[Any, ...]
     missing: bool = False
+    unlisted_as_missing: bool = False
 
     def __post_init__(self) -> None:
         if len(self.levels) == 0:
             raise UserInputError(f"column {self.name!r}: a categorical column needs levels")
+        if self.unlisted_as_missing and not self.missing:
+            raise UserInputError(f"column {self.name!r}: unlisted_as_missing needs missing: true")
         if len(set(self.levels)) != len(self.levels):
             raise UserInputError(f"column {self.name!r}: levels must be distinct")
 
@@ -148,6 +151,8 @@ class Categorical:
                 codes[row] = len(self.levels)
             elif key in lookup:
                 codes[row] = lookup[key]
+            elif self.unlisted_as_missing:
+                codes[row] = len(self.levels)
             else:
                 raise UserInputError(f"column {self.name!r}: value {key!r} is not a declared level")
         return codes
@@ -202,7 +207,14 @@ class Schema:
                     )
                 )
             elif spec.kind == "categorical":
-                columns.append(Categorical(spec.name, tuple(spec.levels or ()), spec.missing))
+                columns.append(
+                    Categorical(
+                        spec.name,
+                        tuple(spec.levels or ()),
+                        spec.missing,
+                        spec.unlisted_as_missing,
+                    )
+                )
             else:
                 raise UserInputError(
                     f"column {spec.name!r}: kind must be continuous or categorical, "
@@ -228,7 +240,11 @@ class Schema:
                 )
             else:
                 spec = ColumnSpec(
-                    column.name, "categorical", levels=list(column.levels), missing=column.missing
+                    column.name,
+                    "categorical",
+                    levels=list(column.levels),
+                    missing=column.missing,
+                    unlisted_as_missing=column.unlisted_as_missing,
                 )
             specs.append(asdict(spec))
         return specs

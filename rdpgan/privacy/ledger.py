@@ -1,16 +1,20 @@
 """PrivacyLedger: every data-dependent release of a run, composed in one accountant.
 
 The ledger is the single place that decides a run's epsilon. Each release (the noisy label
-histogram, DP-SGD on the discriminator, ...) is one entry; Gaussian entries are
-(noise_multiplier, sample_rate, steps) triples that the accountant composes. Anything the user
-opted out of (a non-private baseline, a schema read off the data) is written as a loud note and
-clears ``end_to_end``, so no output can look more private than it is. ``privacy.json`` holds
-enough to recompute the epsilon from scratch (see :func:`recompute_epsilon`).
+histogram, DP-SGD on the discriminator, a private schema, ...) is one entry. Gaussian entries
+are (noise_multiplier, sample_rate, steps) triples that the run's accountant composes (RDP,
+PRV, ...); pure epsilon-DP entries (Laplace, exponential mechanism) carry their epsilon and are
+added to the accountant's epsilon by basic composition, which is valid for any accountant.
+Anything the user opted out of (a non-private baseline, a schema read off the data) is
+written as a loud note and clears ``end_to_end``, so no output can look more private than it
+is. ``privacy.json`` holds enough to recompute the epsilon from scratch (see
+:func:`recompute_epsilon`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,7 +30,8 @@ class BudgetExhausted(RuntimeError):
 
 @dataclass
 class Release:
-    """One mechanism applied to private data; Gaussian ones carry their accounting triple."""
+    """One mechanism applied to private data: ``kind`` is ``gaussian`` (with its accounting
+    triple) or ``pure`` (with its ``epsilon``)."""
 
     name: str
     kind: str
@@ -34,6 +39,7 @@ class Release:
     sample_rate: float | None = None
     steps: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+    epsilon: float | None = None
 
     def triple(self) -> tuple[float, float, int]:
         return (float(self.noise_multiplier), float(self.sample_rate), int(self.steps))
@@ -91,10 +97,19 @@ class PrivacyLedger:
     def history(self) -> list[tuple[float, float, int]]:
         return [r.triple() for r in self.releases if r.kind == "gaussian" and r.steps > 0]
 
+    def pure_epsilon(self) -> float:
+        """The pure epsilon-DP releases, composed by simple addition."""
+        return _pure_epsilon(r.to_dict() for r in self.releases)
+
+    def gaussian_budget(self) -> float:
+        """What the Gaussian releases (label counts, DP-SGD) may spend after the pure ones."""
+        return self.epsilon_target - self.pure_epsilon()
+
     def epsilon(self) -> float:
         if not self.private:
             return math.inf
-        return accountants.epsilon(self.accountant, self.history(), self.delta)
+        gaussian = accountants.epsilon(self.accountant, self.history(), self.delta)
+        return gaussian + self.pure_epsilon()
 
     def record(self, release: Release) -> Release:
         """Add a release already made (e.g. the label histogram)."""
@@ -118,7 +133,7 @@ class PrivacyLedger:
             self.history(),
             noise_multiplier,
             sample_rate,
-            self.epsilon_target,
+            self.gaussian_budget(),
             self.delta,
             limit=max_steps,
         )
@@ -171,11 +186,11 @@ class PrivacyLedger:
         """Rebuild a ledger from its JSON (to resume a run); steps already charged stay charged."""
         ledger = cls(record["epsilon_target"], record["delta"], record["accountant"])
         ledger.notes = list(record["notes"])
-        fields = {"name", "kind", "noise_multiplier", "sample_rate", "steps"}
+        fields = {"name", "kind", "noise_multiplier", "sample_rate", "steps", "epsilon"}
         for entry in record["mechanisms"]:
             details = {k: v for k, v in entry.items() if k not in fields}
             limit = details.pop("step_limit", None)
-            release = Release(**{k: entry[k] for k in fields}, details=details)
+            release = Release(**{k: entry.get(k) for k in fields}, details=details)
             ledger.releases.append(release)
             if limit is not None:
                 ledger._step_limits[release.name] = int(limit)
@@ -189,4 +204,9 @@ def recompute_epsilon(ledger: dict[str, Any]) -> float:
         for m in ledger["mechanisms"]
         if m["kind"] == "gaussian" and m["steps"] > 0
     ]
-    return accountants.epsilon(ledger["accountant"], history, ledger["delta"])
+    gaussian = accountants.epsilon(ledger["accountant"], history, ledger["delta"])
+    return gaussian + _pure_epsilon(ledger["mechanisms"])
+
+
+def _pure_epsilon(mechanisms: Iterable[dict[str, Any]]) -> float:
+    return float(sum(m["epsilon"] for m in mechanisms if m["kind"] == "pure"))

@@ -119,3 +119,28 @@ def test_invalid_budgets_are_refused(eps, delta, n):
 def test_unknown_accountant_is_refused():
     with pytest.raises(UserInputError, match="magic"):
         PrivacyLedger(1.0, 1e-5, "magic")
+
+
+def test_pure_releases_add_to_the_accountant_and_shrink_the_dp_sgd_allowance():
+    with_schema = PrivacyLedger(4.0, 1e-5, "rdp")
+    with_schema.record(Release("schema", "pure", epsilon=1.0))
+    without = PrivacyLedger(4.0, 1e-5, "rdp")
+    for ledger in (with_schema, without):
+        ledger.open_dp_sgd("d", 1.0, 0.01, 10**6)
+    assert with_schema.steps_left(with_schema.releases[-1]) < without.steps_left(
+        without.releases[-1]
+    )
+    release = with_schema.releases[-1]
+    release.steps = with_schema.steps_left(release)
+    spent = with_schema.epsilon()
+    gaussian_only = accountants.epsilon("rdp", with_schema.history(), 1e-5)
+    assert spent == pytest.approx(gaussian_only + 1.0) and spent <= 4.0
+    record = with_schema.to_dict()
+    assert recompute_epsilon(record) == pytest.approx(record["epsilon_spent"], abs=1e-12)
+    assert PrivacyLedger.from_dict(record).epsilon() == pytest.approx(spent, abs=1e-12)
+
+
+def test_a_pure_release_past_the_budget_is_refused():
+    ledger = PrivacyLedger(1.0, 1e-5, "rdp")
+    with pytest.raises(BudgetExhausted):
+        ledger.record(Release("schema", "pure", epsilon=1.5))

@@ -1,0 +1,159 @@
+"""Any CSV: `dataset=csv` with a declared, private or unsafely inferred schema, and one ledger."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from rdpgan.config import DatasetConfig, SchemaConfig
+from rdpgan.privacy.ledger import recompute_epsilon
+from rdpgan.privacy.private_schema import (
+    ROUND_GRID,
+    dp_round_quantile,
+    inferred_schema,
+    one_vs_rest,
+    private_schema,
+    resolve_schema,
+)
+from tests.conftest import FAST, train_cli
+
+TINY = [*FAST, "train.steps=4", "sample.n=50"]
+
+
+@pytest.fixture(scope="module")
+def messy_csv(tmp_path_factory) -> str:
+    """Numbers with gaps, a text column, an identifier, a constant and a 3-class target."""
+    rng = np.random.default_rng(0)
+    n = 900
+    frame = pd.DataFrame(
+        {
+            "age": rng.integers(18, 90, n).astype(float),
+            "income": np.round(rng.lognormal(10, 1, n), 2),
+            "city": rng.choice(["Paris", "Lyon", "Nice"], n, p=[0.5, 0.3, 0.2]),
+            "row_id": [f"id-{i}" for i in range(n)],
+            "constant": ["x"] * n,
+            "grade": rng.choice(["A", "B", "C"], n),
+        }
+    )
+    frame.loc[rng.random(n) < 0.1, "age"] = np.nan
+    path = tmp_path_factory.mktemp("csv") / "messy.csv"
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def csv_args(path: str, *more: str) -> list[str]:
+    return [
+        "dataset=csv",
+        f"dataset.path={path}",
+        "dataset.target=grade",
+        "dataset.positive_label=A",
+        *TINY,
+        *more,
+    ]
+
+
+def read(run, name):
+    return json.loads((run / name).read_text())
+
+
+def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv):
+    result = train_cli(
+        tmp_path,
+        *csv_args(messy_csv, "schema=private", "+schema.candidates.city=[Paris,Lyon,Nice,Rome]"),
+        "schema.drop=[row_id]",
+        "epsilon=4",
+    )
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "run"
+    ledger = read(run, "privacy.json")
+    schema_release = next(m for m in ledger["mechanisms"] if m["name"] == "schema")
+    assert schema_release["kind"] == "pure" and schema_release["epsilon"] == pytest.approx(0.4)
+    assert ledger["end_to_end"] and ledger["epsilon_spent"] <= 4.0
+    assert ledger["epsilon_spent"] > 0.4  # DP-SGD and the label counts were charged on top
+    assert recompute_epsilon(ledger) == pytest.approx(ledger["epsilon_spent"], abs=1e-9)
+    columns = {c["name"]: c for c in read(run, "model.json")["schema"]}
+    assert "constant" not in columns and "row_id" not in columns  # no candidates / dropped
+    assert set(columns["city"]["levels"]) <= {"Paris", "Lyon", "Nice", "Rome"}
+    assert columns["grade"]["levels"] == ["A", "not A"]  # one-vs-rest
+    assert "constant" in result.stderr  # said why it was dropped
+    assert not (run / "PRIVACY_WARNING.txt").exists()
+    synthetic = pd.read_csv(run / "synthetic.csv")
+    assert set(synthetic["grade"]) <= {"A", "not A"}
+
+
+def test_unsafe_inference_marks_every_output(tmp_path, messy_csv):
+    result = train_cli(tmp_path, *csv_args(messy_csv, "schema=unsafe_infer"))
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "run"
+    ledger = read(run, "privacy.json")
+    assert not ledger["end_to_end"] and "NOT END-TO-END PRIVATE" in ledger["notes"][0]
+    assert read(run, "model.json")["end_to_end_private"] is False
+    assert "NOT END-TO-END PRIVATE" in (run / "PRIVACY_WARNING.txt").read_text()
+    assert "NOT END-TO-END PRIVATE" in result.stderr
+    columns = {c["name"]: c for c in read(run, "model.json")["schema"]}
+    assert "row_id" not in columns and "constant" not in columns  # identifier, constant
+    assert columns["age"]["missing"] is True
+    assert "row_id" in result.stderr and "distinct values" in result.stderr
+
+
+def test_declared_schema_file_is_free(tmp_path, messy_csv):
+    schema_file = tmp_path / "schema.yaml"
+    columns = [
+        {"name": "age", "kind": "continuous", "lo": 0, "hi": 120, "missing": True},
+        {"name": "income", "kind": "continuous", "lo": 0, "hi": 1e7, "transform": "log1p"},
+        {"name": "city", "kind": "categorical", "levels": ["Paris", "Lyon", "Nice"]},
+        {"name": "grade", "kind": "categorical", "levels": ["A", "B", "C"]},
+    ]
+    schema_file.write_text(yaml.safe_dump(columns))
+    result = train_cli(
+        tmp_path,
+        *csv_args(messy_csv, f"schema.file={schema_file}"),
+        "schema.drop=[row_id,constant]",
+    )
+    assert result.returncode == 0, result.stderr
+    ledger = read(tmp_path / "run", "privacy.json")
+    assert [m["name"] for m in ledger["mechanisms"]] == ["label_counts", "dp_sgd_discriminator"]
+    assert ledger["end_to_end"]
+
+
+def test_dp_quantile_on_the_round_grid_lands_near_the_truth():
+    values = np.random.default_rng(1).normal(50.0, 10.0, 5000)
+    rng = np.random.default_rng(2)
+    median = dp_round_quantile(values, 0.5, 1.0, rng)
+    assert 40 <= median <= 60 and median in ROUND_GRID
+    upper = dp_round_quantile(values, 0.95, 1.0, rng, near=median)
+    assert 60 <= upper <= 100
+
+
+def test_private_schema_spends_exactly_its_share_and_reads_nothing_else():
+    frame = pd.DataFrame({"x": np.arange(200.0), "c": ["a", "b"] * 100, "y": ["p", "q"] * 100})
+    config = SchemaConfig(source="private", candidates={"c": ["a", "b", "z"]})
+    release = private_schema(frame, config, "y", ["p", "q"], 0.7, np.random.default_rng(0))
+    assert release.epsilon == pytest.approx(0.7)
+    assert release.releases[0].details["queries"] == 4  # 3 for x, 1 histogram for c
+    assert release.schema["c"].unlisted_as_missing
+    assert release.schema["x"].missing  # declared missing for free: nothing read
+
+
+def test_inferred_schema_refuses_nothing_silently():
+    frame = pd.DataFrame({"k": ["one"] * 10, "v": [1.0] * 10, "y": ["a", "b"] * 5})
+    release = inferred_schema(frame, SchemaConfig(source="unsafe_infer"), "y", ["a", "b"])
+    assert release.schema.names == ["y"]
+    assert len(release.messages) == 2 and release.notes
+
+
+def test_one_vs_rest_keeps_missing_and_relabels_the_rest():
+    frame = pd.DataFrame({"y": ["a", "b", "c", None]})
+    assert one_vs_rest(frame, "y", "a")["y"].tolist()[:3] == ["a", "not a", "not a"]
+
+
+def test_type_overrides_make_a_numeric_column_categorical():
+    frame = pd.DataFrame({"code": [1, 2, 1, 2], "y": ["a", "b", "a", "b"]})
+    config = SchemaConfig(source="unsafe_infer", types={"code": "categorical"})
+    dataset = DatasetConfig(name="t", file="", target="y")
+    rows, release = resolve_schema(frame, dataset, config, 1.0, np.random.default_rng(0))
+    assert release.schema["code"].levels == (1, 2) and list(rows.columns) == ["code", "y"]
