@@ -195,6 +195,14 @@ class SampleCliConfig:
     chunk_size: int = 100_000  # rows generated and written at a time (bounds memory)
 
 
+@dataclass
+class ReportConfig:
+    """``python -m rdpgan.report``: the privacy report (guarantee + audit) of a finished run."""
+
+    run_dir: str = "???"
+    seed: int = 0  # which rows the audit samples
+
+
 def register_configs() -> None:
     """Register the dataclasses so Hydra type-checks every YAML group against them."""
     store = ConfigStore.instance()
@@ -206,3 +214,4 @@ def register_configs() -> None:
     store.store(group="train", name="train_schema", node=TrainConfig)
     store.store(name="evaluate_schema", node=EvaluateConfig)
     store.store(name="sample_schema", node=SampleCliConfig)
+    store.store(name="report_schema", node=ReportConfig)

@@ -18,10 +18,9 @@ from omegaconf import DictConfig
 
 from rdpgan.cli import guarded, precheck_overrides, read_run_config, to_typed
 from rdpgan.config import EvaluateConfig, register_configs
-from rdpgan.data.datasets import load_split
 from rdpgan.data.schema import Categorical, Schema
-from rdpgan.errors import UserInputError
 from rdpgan.io import read_json, write_json
+from rdpgan.runs import load_run_tables, require_finished
 from rdpgan.utility import UtilityScores, classifier_auroc
 
 register_configs()
@@ -61,9 +60,7 @@ def evaluate_run(
     ``real_scores`` lets a caller that evaluates many runs of one split reuse the reference row.
     """
     run_dir = Path(run_dir)
-    for name in ("model.json", "synthetic.csv", "test.csv"):
-        if not (run_dir / name).is_file():
-            raise UserInputError(f"{run_dir} is not a finished run: {name} is missing")
+    require_finished(run_dir, "model.json", "synthetic.csv", "test.csv")
     meta = read_json(run_dir / "model.json")
     schema = Schema.from_specs(meta["schema"])
     target, positive = meta["target"], meta["positive_label"]
@@ -71,7 +68,7 @@ def evaluate_run(
     synthetic = schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
     if real_scores is None and real:  # first: it is the step that can fail on bad input
         cfg = read_run_config(run_dir)
-        real_rows = load_split(cfg.dataset, cfg.data.root)[1]
+        real_rows = load_run_tables(cfg)[0]
         real_scores = score_table(real_rows, test, schema, target, positive, seed, n_jobs)
     result = score_table(synthetic, test, schema, target, positive, seed, n_jobs).to_dict()
     if real_scores is not None:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import hydra
-import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
@@ -30,13 +29,12 @@ from rdpgan.config import RunConfig, register_configs
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
 from rdpgan.privacy.ledger import validate_budget
-from rdpgan.privacy.private_schema import SchemaRelease, load_tables
+from rdpgan.runs import load_run_tables
 from rdpgan.synthesizer import DPCGAN, TrainingInterrupted
 
 register_configs()
 
 WARNING_FILE = "PRIVACY_WARNING.txt"
-SCHEMA_STREAM = 1  # keeps the schema's noise apart from the label and training noise
 
 
 def run(cfg: RunConfig, out: Path) -> DPCGAN:
@@ -72,13 +70,6 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
     saved.data.root = cfg.data.root or saved.data.root
     train_rows, test_rows, _ = load_run_tables(saved)  # same seed: the same schema and rows
     return DPCGAN.resume(out, train_rows, device=cfg.device), test_rows
-
-
-def load_run_tables(cfg: RunConfig) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
-    """Train rows, test rows and the schema with its cost; a private schema's noise is drawn
-    from a stream of its own (seeded by the run's seed)."""
-    rng = np.random.default_rng([cfg.seed, SCHEMA_STREAM])
-    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, rng)
 
 
 def check_sample_size(n: int | None) -> None:

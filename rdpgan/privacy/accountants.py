@@ -129,6 +129,11 @@ def _gdp_mu(history: History, poisson: bool = True) -> float:
     return math.sqrt(total)
 
 
+def gdp_mu(history: Sequence[Sequence[float]]) -> float:
+    """mu of a history under the CLT (see :func:`_gdp_mu`): an approximation, not a bound."""
+    return _gdp_mu(_costly(_as_history(history)))
+
+
 def _gdp_delta(eps: float, mu: float) -> float:
     """delta(eps) of mu-GDP (Dong et al. 2019, Cor. 2.13), in log space so nothing overflows."""
     log_a = log_ndtr(-eps / mu + mu / 2.0)

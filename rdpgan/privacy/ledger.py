@@ -99,7 +99,7 @@ class PrivacyLedger:
 
     def pure_epsilon(self) -> float:
         """The pure epsilon-DP releases, composed by simple addition."""
-        return _pure_epsilon(r.to_dict() for r in self.releases)
+        return pure_epsilon(r.to_dict() for r in self.releases)
 
     def gaussian_budget(self) -> float:
         """What the Gaussian releases (label counts, DP-SGD) may spend after the pure ones."""
@@ -199,14 +199,19 @@ class PrivacyLedger:
 
 def recompute_epsilon(ledger: dict[str, Any]) -> float:
     """Epsilon from a ``privacy.json`` alone, independently of the run that wrote it."""
-    history = [
+    gaussian = accountants.epsilon(ledger["accountant"], gaussian_history(ledger), ledger["delta"])
+    return gaussian + pure_epsilon(ledger["mechanisms"])
+
+
+def gaussian_history(ledger: dict[str, Any]) -> list[tuple[float, float, int]]:
+    """The accountant's input, from a ``privacy.json``."""
+    return [
         (m["noise_multiplier"], m["sample_rate"], m["steps"])
         for m in ledger["mechanisms"]
         if m["kind"] == "gaussian" and m["steps"] > 0
     ]
-    gaussian = accountants.epsilon(ledger["accountant"], history, ledger["delta"])
-    return gaussian + _pure_epsilon(ledger["mechanisms"])
 
 
-def _pure_epsilon(mechanisms: Iterable[dict[str, Any]]) -> float:
+def pure_epsilon(mechanisms: Iterable[dict[str, Any]]) -> float:
+    """The pure epsilon-DP releases among ``mechanisms``, by basic composition."""
     return float(sum(m["epsilon"] for m in mechanisms if m["kind"] == "pure"))

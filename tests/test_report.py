@@ -1,0 +1,124 @@
+"""The privacy report: trade-off curves, the membership-inference audit, exact copies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rdpgan.audit import audit, exact_copy_rate
+from rdpgan.cli import read_run_config
+from rdpgan.io import read_json
+from rdpgan.privacy.tradeoff import gdp_tradeoff, privacy_profile, tradeoff
+from rdpgan.report import ALPHAS, guarantee_tpr, write_report
+from rdpgan.runs import load_run_tables
+from rdpgan.synthesizer import DPCGAN
+from rdpgan.transform import TableTransformer
+from tests.conftest import train_cli
+
+ALPHA = np.linspace(0.0, 1.0, 101)
+
+
+def test_tradeoff_of_pure_dp_is_the_known_closed_form():
+    eps = 1.0
+    expected = np.maximum.reduce(
+        [np.zeros_like(ALPHA), 1 - np.exp(eps) * ALPHA, np.exp(-eps) * (1 - ALPHA)]
+    )
+    np.testing.assert_allclose(tradeoff(ALPHA, [(eps, 0.0)]), expected, atol=1e-12)
+
+
+def test_more_guarantees_only_raise_the_curve_and_no_privacy_is_chance():
+    one = tradeoff(ALPHA, [(1.0, 1e-5)])
+    both = tradeoff(ALPHA, [(1.0, 1e-5), (0.5, 1e-2)])
+    assert np.all(both >= one) and np.any(both > one)
+    np.testing.assert_allclose(gdp_tradeoff(ALPHA, 0.0), 1 - ALPHA, atol=1e-12)
+    assert np.all(gdp_tradeoff(ALPHA[1:-1], 1.0) < 1 - ALPHA[1:-1])
+
+
+def test_the_profile_composes_pure_releases_on_top_of_the_accountant():
+    ledger = {
+        "accountant": "rdp",
+        "mechanisms": [
+            {"name": "schema", "kind": "pure", "epsilon": 0.5},
+            {
+                "name": "d",
+                "kind": "gaussian",
+                "noise_multiplier": 1.0,
+                "sample_rate": 0.01,
+                "steps": 1000,
+                "epsilon": None,
+            },
+        ],
+    }
+    profile = privacy_profile(ledger)
+    without = privacy_profile({**ledger, "mechanisms": ledger["mechanisms"][1:]})
+    for (eps, delta), (eps0, delta0) in zip(profile, without, strict=True):
+        assert delta == delta0 and eps == pytest.approx(eps0 + 0.5)
+    assert guarantee_tpr({**ledger, "epsilon_spent": 1.0}).shape == ALPHAS.shape
+    assert guarantee_tpr({**ledger, "epsilon_spent": None}) is None
+
+
+def test_an_audit_of_copied_rows_is_certain_and_counts_copies(small_adult_frames):
+    transformer, train, holdout = small_adult_frames
+    result = audit(transformer, train, holdout, synthetic=train, seed=0)
+    assert result.attacks[0].auc > 0.95  # every member sits at distance 0 from a copy
+    assert result.copies_of_train > 10 * max(result.copies_of_holdout, 1e-3)
+    assert exact_copy_rate(train.iloc[:10], train) == 1.0
+
+
+@pytest.fixture(scope="module")
+def small_adult_frames(trained_run):
+    model = DPCGAN.load(trained_run)
+    train, holdout, _ = load_run_tables(read_run_config(trained_run))
+    assert isinstance(model.transformer, TableTransformer)
+    return model.transformer, train, holdout
+
+
+@pytest.fixture(scope="module")
+def tiny_csv(tmp_path_factory) -> str:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({f"x{i}": rng.normal(0, 1, 240).round(3) for i in range(4)})
+    frame["y"] = rng.choice(["a", "b"], 240)
+    path = tmp_path_factory.mktemp("tiny") / "tiny.csv"
+    frame.to_csv(path, index=False)
+    return str(path)
+
+
+def report_of(tmp_path, tiny_csv, *privacy: str):
+    """Train on 120 rows in full batches for 3,000 steps (enough to memorise), then audit."""
+    result = train_cli(
+        tmp_path,
+        "dataset=csv",
+        f"dataset.path={tiny_csv}",
+        "dataset.target=y",
+        "dataset.test_size=0.5",
+        "schema=unsafe_infer",
+        "train.steps=3000",
+        "train.max_sample_rate=1.0",
+        "train.batch_size=120",
+        "sample.n=2000",
+        "train.progress=false",
+        *privacy,
+    )
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "run"
+    return run, write_report(run)
+
+
+def test_an_overfit_non_private_run_is_flagged(tmp_path, tiny_csv):
+    run, result = report_of(tmp_path, tiny_csv, "privacy=none")
+    assert max(attack.auc for attack in result.attacks) > 0.62  # ~3 standard errors at n=60
+    text = (run / "report.md").read_text()
+    assert "NOT PRIVATE" in text and (run / "privacy_roc.png").stat().st_size > 10_000
+
+
+def test_a_dp_run_stays_inside_its_guarantee(tmp_path, tiny_csv):
+    run, result = report_of(tmp_path, tiny_csv, "epsilon=1", "delta=1e-3")
+    bound = guarantee_tpr(read_json(run / "privacy.json"))
+    for attack in result.attacks:
+        members = result.members
+        # Sampling slack: two binomial standard deviations at the worst case plus one row.
+        slack = 2 * np.sqrt(0.25 / members) + 1 / members
+        allowed = np.interp(attack.fpr, ALPHAS, bound) + slack
+        assert np.all(attack.tpr <= allowed), attack.name
+    assert "δ = 0.001)-DP by the `rdp` accountant" in (run / "report.md").read_text()
