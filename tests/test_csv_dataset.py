@@ -75,6 +75,8 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv):
     assert ledger["end_to_end"] and ledger["epsilon_spent"] <= 4.0
     assert ledger["epsilon_spent"] > 0.4  # DP-SGD and the label counts were charged on top
     assert recompute_epsilon(ledger) == pytest.approx(ledger["epsilon_spent"], abs=1e-9)
+    costs = [m["epsilon_alone"] for m in ledger["mechanisms"]]  # each release with its cost
+    assert all(c > 0 for c in costs) and sum(costs) >= ledger["epsilon_spent"]
     columns = {c["name"]: c for c in read(run, "model.json")["schema"]}
     assert "constant" not in columns and "row_id" not in columns  # no candidates / dropped
     assert set(columns["city"]["levels"]) <= {"Paris", "Lyon", "Nice", "Rome"}

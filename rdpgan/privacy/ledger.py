@@ -101,6 +101,19 @@ class PrivacyLedger:
         """The pure epsilon-DP releases, composed by simple addition."""
         return pure_epsilon(r.to_dict() for r in self.releases)
 
+    def cost(self, release: Release) -> float | None:
+        """The epsilon (at this ledger's delta) of ``release`` on its own, for the record.
+
+        The run's total is not the sum of these: the accountant composes the Gaussian releases
+        together, which costs less than adding them up.
+        """
+        if not self.private:
+            return None
+        if release.kind == "pure":
+            return release.epsilon
+        triples = [release.triple()] if release.steps > 0 else []
+        return accountants.epsilon(self.accountant, triples, self.delta)
+
     def gaussian_budget(self) -> float:
         """What the Gaussian releases (label counts, DP-SGD) may spend after the pure ones."""
         return self.epsilon_target - self.pure_epsilon()
@@ -178,7 +191,7 @@ class PrivacyLedger:
             ),
             "end_to_end": self.end_to_end,
             "notes": list(self.notes),
-            "mechanisms": [r.to_dict() for r in releases],
+            "mechanisms": [{**r.to_dict(), "epsilon_alone": view.cost(r)} for r in releases],
         }
 
     @classmethod
@@ -190,6 +203,7 @@ class PrivacyLedger:
         for entry in record["mechanisms"]:
             details = {k: v for k, v in entry.items() if k not in fields}
             limit = details.pop("step_limit", None)
+            details.pop("epsilon_alone", None)  # derived: to_dict recomputes it
             release = Release(**{k: entry.get(k) for k in fields}, details=details)
             ledger.releases.append(release)
             if limit is not None:
