@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from rdpgan.config import DatasetConfig, SchemaConfig
+from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import recompute_epsilon
 from rdpgan.privacy.private_schema import (
     ROUND_GRID,
@@ -78,10 +79,12 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv):
     costs = [m["epsilon_alone"] for m in ledger["mechanisms"]]  # each release with its cost
     assert all(c > 0 for c in costs) and sum(costs) >= ledger["epsilon_spent"]
     columns = {c["name"]: c for c in read(run, "model.json")["schema"]}
-    assert "constant" not in columns and "row_id" not in columns  # no candidates / dropped
+    assert "row_id" not in columns
     assert set(columns["city"]["levels"]) <= {"Paris", "Lyon", "Nice", "Rome"}
     assert columns["grade"]["levels"] == ["A", "not A"]  # one-vs-rest
-    assert "constant" in result.stderr  # said why it was dropped
+    # No candidates: continuous whatever the data holds (text reads as missing), and said so.
+    assert columns["constant"]["kind"] == "continuous"
+    assert "'constant' is treated as continuous" in result.stderr
     assert not (run / "PRIVACY_WARNING.txt").exists()
     synthetic = pd.read_csv(run / "synthetic.csv")
     assert set(synthetic["grade"]) <= {"A", "not A"}
@@ -139,6 +142,33 @@ def test_private_schema_spends_exactly_its_share_and_reads_nothing_else():
     assert release.releases[0].details["queries"] == 4  # 3 for x, 1 histogram for c
     assert release.schema["c"].unlisted_as_missing
     assert release.schema["x"].missing  # declared missing for free: nothing read
+
+
+def test_private_bounds_never_cross_and_duplicate_candidates_are_refused():
+    frame = pd.DataFrame({"x": np.arange(20.0), "c": [1, 2] * 10, "y": ["p", "q"] * 10})
+    config = SchemaConfig(source="private", candidates={"c": [1, 2]})
+    for seed in range(30):  # tiny epsilon: the two quantile picks often come out reversed
+        release = private_schema(frame, config, "y", ["p", "q"], 0.05, np.random.default_rng(seed))
+        assert release.schema["x"].lo < release.schema["x"].hi
+    with pytest.raises(UserInputError, match="lists a value twice"):
+        private_schema(
+            frame,
+            SchemaConfig(source="private", candidates={"c": [1, "1"]}),
+            "y",
+            ["p", "q"],
+            1.0,
+            np.random.default_rng(0),
+        )
+
+
+def test_private_candidates_match_by_value_and_kinds_ignore_the_data():
+    frame = pd.DataFrame(
+        {"c": [1.0, 2.0, np.nan] * 50, "t": ["7", "x", "9"] * 50, "y": ["p", "q", "p"] * 50}
+    )
+    config = SchemaConfig(source="private", candidates={"c": [1, 2]})
+    release = private_schema(frame, config, "y", ["p", "q"], 4.0, np.random.default_rng(0))
+    assert release.schema["c"].levels == (1, 2)  # float column, int candidates: still counted
+    assert release.schema.names == ["c", "t", "y"] and release.schema["t"].lo < 10
 
 
 def test_inferred_schema_refuses_nothing_silently():

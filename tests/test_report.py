@@ -67,9 +67,11 @@ def test_an_audit_of_copied_rows_is_certain_and_counts_copies(small_adult_frames
 
 
 @pytest.fixture(scope="module")
-def small_adult_frames(trained_run):
+def small_adult_frames(trained_run, small_adult):
     model = DPCGAN.load(trained_run)
-    train, holdout, _ = load_run_tables(read_run_config(trained_run))
+    cfg = read_run_config(trained_run)
+    cfg.data.root = str(small_adult)  # the run found its data through $RDPGAN_DATA_DIR
+    train, holdout, _ = load_run_tables(cfg)
     assert isinstance(model.transformer, TableTransformer)
     return model.transformer, train, holdout
 

@@ -131,7 +131,7 @@ class Categorical:
         """Level index per row (the last code is 'missing' when declared)."""
         if self.numeric:
             values = pd.to_numeric(series, errors="coerce")
-            if (values.isna() & series.notna()).any():
+            if (values.isna() & series.notna()).any() and not self.unlisted_as_missing:
                 bad = series[values.isna() & series.notna()].iloc[0]
                 raise UserInputError(f"column {self.name!r}: value {bad!r} is not a declared level")
             lookup = {float(level): i for i, level in enumerate(self.levels)}

@@ -78,27 +78,33 @@ class SchemaRelease:
 def one_vs_rest(frame: pd.DataFrame, target: str, positive: Any) -> pd.DataFrame:
     """The target as two classes: ``positive`` and ``not <positive>`` (a public relabelling)."""
     labels = frame[target]
-    matches = labels.astype(str) == str(positive)
+    try:  # by value for numbers (1 = 1.0), as text otherwise
+        matches = pd.to_numeric(labels, errors="coerce") == float(positive)
+    except (TypeError, ValueError):
+        matches = labels.astype(str) == str(positive)
     out = frame.copy()
     out[target] = np.where(matches, str(positive), f"not {positive}")
     out.loc[labels.isna(), target] = np.nan
     return out
 
 
-def column_kinds(frame: pd.DataFrame, config: SchemaConfig, target: str) -> dict[str, str]:
-    """Continuous for numeric dtypes, categorical otherwise; ``config.types`` overrides."""
+def _check_types(frame: pd.DataFrame, config: SchemaConfig) -> None:
     for name, kind in config.types.items():
         if name not in frame.columns:
             raise UserInputError(f"schema.types names {name!r}, which is not a column")
         if kind not in KINDS:
             raise UserInputError(f"schema.types.{name} must be continuous or categorical")
+
+
+def column_kinds(frame: pd.DataFrame, config: SchemaConfig, target: str) -> dict[str, str]:
+    """Continuous for numeric dtypes, categorical otherwise; ``config.types`` overrides."""
+    _check_types(frame, config)
     kinds = {}
     for name in frame.columns:
         series = frame[name]
         numeric = is_numeric_dtype(series) and not is_bool_dtype(series)
         kinds[name] = config.types.get(name, "continuous" if numeric else "categorical")
-    if kinds[target] != "categorical":
-        kinds[target] = "categorical"
+    kinds[target] = "categorical"
     return kinds
 
 
@@ -158,22 +164,35 @@ def _grid_step(value: float, direction: int) -> float:
 
 
 def _private_columns(
-    frame: pd.DataFrame, config: SchemaConfig, target: str, kinds: dict[str, str]
+    frame: pd.DataFrame, config: SchemaConfig, target: str
 ) -> tuple[list[str], list[str], list[str]]:
-    """(continuous columns, categorical columns with candidates, messages about the rest)."""
+    """(continuous columns, categorical columns, messages), decided by the configuration alone.
+
+    Under ``private`` a column's kind must not depend on the rows (one stray text value would
+    turn a numeric dtype into text and change the schema): a column is categorical when it has
+    candidates (or ``schema.types`` says so and gives candidates), continuous otherwise, its
+    non-numeric values then read as missing.
+    """
+    _check_types(frame, config)
     continuous, categorical, messages = [], [], []
     for name in frame.columns:
         if name == target:
             continue
-        if kinds[name] == "continuous":
-            continuous.append(name)
-        elif name in config.candidates:
+        kind = config.types.get(name, "categorical" if name in config.candidates else None)
+        if kind == "categorical":
+            if name not in config.candidates:
+                raise UserInputError(
+                    f"schema.types.{name}=categorical needs schema.candidates.{name}=[...] "
+                    "under schema=private"
+                )
             categorical.append(name)
         else:
-            messages.append(
-                f"dropped column {name!r}: a categorical column needs a public candidate list "
-                f"(schema.candidates.{name}=[...]) to be released privately"
-            )
+            continuous.append(name)
+            if kind is None:
+                messages.append(
+                    f"column {name!r} is treated as continuous (no schema.candidates.{name}); "
+                    "text values read as missing: give candidates or schema.drop it"
+                )
     return continuous, categorical, messages
 
 
@@ -186,8 +205,7 @@ def private_schema(
     rng: np.random.Generator,
 ) -> SchemaRelease:
     """Bounds and levels released with ``epsilon`` in total (pure DP, basic composition)."""
-    kinds = column_kinds(frame, config, target)
-    continuous, categorical, messages = _private_columns(frame, config, target, kinds)
+    continuous, categorical, messages = _private_columns(frame, config, target)
     lo_q, hi_q = sorted(config.quantiles)
     if not 0.0 <= lo_q < hi_q <= 1.0:
         raise UserInputError("schema.quantiles must be two numbers in [0, 1]")
@@ -201,8 +219,8 @@ def private_schema(
         # Post-processing: one grid step outward (a factor of 2 to 2.5) keeps most of the tail
         # beyond the quantiles instead of clipping it.
         median = dp_round_quantile(values, 0.5, per_query, rng)
-        lo = _grid_step(dp_round_quantile(values, lo_q, per_query, rng, median), -1)
-        hi = _grid_step(dp_round_quantile(values, hi_q, per_query, rng, median), +1)
+        picks = sorted(dp_round_quantile(values, q, per_query, rng, median) for q in (lo_q, hi_q))
+        lo, hi = _grid_step(picks[0], -1), _grid_step(picks[1], +1)
         transform = "log1p" if lo >= 0 and hi > 100 * max(lo, 1.0) else "none"
         specs.append(
             ColumnSpec(
@@ -210,7 +228,6 @@ def private_schema(
                 "continuous",
                 lo,
                 hi,
-                integer=is_integer_dtype(frame[name]),
                 transform=transform,
                 missing=True,
             )
@@ -218,8 +235,13 @@ def private_schema(
     threshold = 3.0 / per_query
     for name in categorical:
         candidates = list(config.candidates[name])
-        observed = frame[name].astype(str).value_counts()
-        counts = np.array([observed.get(str(c), 0) for c in candidates], dtype=float)
+        if len({str(c) for c in candidates}) != len(candidates):
+            # Two equal candidates would count the same rows twice (L1 sensitivity 2).
+            raise UserInputError(f"schema.candidates.{name} lists a value twice")
+        reader = Categorical(name, tuple(candidates), missing=True, unlisted_as_missing=True)
+        counts = np.bincount(reader.encode(frame[name]), minlength=len(candidates) + 1)
+        counts = counts[: len(candidates)].astype(float)  # the last code is 'missing/other'
+
         noisy = laplace_noise(counts, 1.0, per_query, rng)
         kept = [c for c, count in zip(candidates, noisy, strict=True) if count >= threshold]
         if len(kept) < 2:
@@ -285,8 +307,9 @@ def inferred_schema(
 
 def _target_levels(
     frame: pd.DataFrame, dataset: DatasetConfig, config: SchemaConfig, declared: Schema | None
-) -> tuple[pd.DataFrame, list[Any]]:
-    """The target's public classes, collapsing to one-vs-rest when there are more than two."""
+) -> tuple[pd.DataFrame, list[Any], bool]:
+    """The target's public classes, collapsing to one-vs-rest (True) when there are more
+    than two."""
     target, positive = dataset.target, dataset.positive_label
     if frame[target].isna().any():
         raise UserInputError(f"target column {target!r} has missing values")
@@ -300,7 +323,7 @@ def _target_levels(
     else:  # unsafe_infer
         levels = sorted(frame[target].unique().tolist(), key=str)
     if levels is not None and len(levels) <= 2:
-        return frame, levels
+        return frame, levels, False
     if positive is None:
         raise UserInputError(
             f"target {target!r} has "
@@ -308,7 +331,7 @@ def _target_levels(
             + "; set dataset.positive_label=CLASS to model CLASS vs the rest"
             + ("" if levels else f" (or schema.candidates.{target}=[...])")
         )
-    return one_vs_rest(frame, target, positive), [str(positive), f"not {positive}"]
+    return one_vs_rest(frame, target, positive), [str(positive), f"not {positive}"], True
 
 
 def resolve_schema(
@@ -331,10 +354,9 @@ def resolve_schema(
         raise UserInputError("schema.drop cannot drop the target")
     frame = frame.drop(columns=list(config.drop))
     declared = declared_schema(dataset, config) if config.source == "declared" else None
-    frame, levels = _target_levels(frame, dataset, config, declared)
+    frame, levels, collapsed = _target_levels(frame, dataset, config, declared)
     if declared is not None:
-        target_column = declared[dataset.target]
-        if list(target_column.levels) != levels:  # collapsed to one-vs-rest
+        if collapsed:
             declared = Schema(
                 [
                     c if c.name != dataset.target else Categorical(c.name, tuple(levels))
@@ -349,7 +371,7 @@ def resolve_schema(
         release = private_schema(frame, config, dataset.target, levels, spend, rng)
     else:
         release = inferred_schema(frame, config, dataset.target, levels)
-    if levels == [str(dataset.positive_label), f"not {dataset.positive_label}"]:
+    if collapsed:
         release.one_vs_rest = dataset.positive_label
     if declared is not None:  # Schema.conform names any column missing from or extra to it
         return frame, release
@@ -376,13 +398,21 @@ def load_tables(
         check_target(frame, release.schema, dataset.target)
         train, test = split(frame, dataset.target, dataset.test_size, dataset.split_seed)
         return train, test, release
-    if frame[dataset.target].isna().any():
-        raise UserInputError(f"target column {dataset.target!r} has missing values")
     raw_train, raw_test = split(frame, dataset.target, dataset.test_size, dataset.split_seed)
     train, release = resolve_schema(raw_train, dataset, config, epsilon, rng)
-    train = release.schema.conform(train)
+    train = _conform_inferred(train, release.schema)
     check_target(train, release.schema, dataset.target)
     test = raw_test.drop(columns=list(config.drop))
     if release.one_vs_rest is not None:
         test = one_vs_rest(test, dataset.target, release.one_vs_rest)
-    return train, release.schema.conform(test[release.schema.names]), release
+    return train, _conform_inferred(test[release.schema.names], release.schema), release
+
+
+def _conform_inferred(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Conform, reading text in a continuous column as missing (a schema not declared by the
+    user cannot promise the values are numbers, and refusing would reveal that one is not)."""
+    frame = frame.copy()
+    for column in schema.columns:
+        if not isinstance(column, Categorical):
+            frame[column.name] = pd.to_numeric(frame[column.name], errors="coerce")
+    return schema.conform(frame)

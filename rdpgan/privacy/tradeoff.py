@@ -31,13 +31,18 @@ PROFILE_DELTAS = np.logspace(-12, np.log10(0.5), 40)
 def privacy_profile(ledger: dict[str, Any]) -> list[tuple[float, float]]:
     """(epsilon, delta) pairs the run satisfies, from its own accountant (``privacy.json``).
 
-    Pure epsilon-DP releases add their epsilon at every delta (basic composition).
+    Pure epsilon-DP releases add their epsilon at every delta (basic composition). A delta
+    the accountant cannot evaluate is left out: fewer pairs only loosen the curve.
     """
     history, pure = gaussian_history(ledger), pure_epsilon(ledger["mechanisms"])
-    return [
-        (accountants.epsilon(ledger["accountant"], history, float(delta)) + pure, float(delta))
-        for delta in PROFILE_DELTAS
-    ]
+    profile = []
+    for delta in PROFILE_DELTAS:
+        try:
+            eps = accountants.epsilon(ledger["accountant"], history, float(delta))
+        except ValueError:  # e.g. PRV's grid outgrows its cap at tiny delta: skip that point
+            continue
+        profile.append((eps + pure, float(delta)))
+    return profile
 
 
 def tradeoff(alpha: np.ndarray, profile: Sequence[tuple[float, float]]) -> np.ndarray:

@@ -121,24 +121,3 @@ def dp_quantile(
     index = _sample_index(probs, rng)
     left, right = edges[index], edges[index + 1]
     return float(min(max(left + rng.random() * (right - left), lo), hi))
-
-
-def dp_bounds(
-    values: np.ndarray,
-    lo: float,
-    hi: float,
-    epsilon: float,
-    rng: np.random.Generator,
-    quantiles: tuple[float, float] = (0.01, 0.99),
-) -> tuple[float, float]:
-    """Private (lower, upper) bounds of a column: two DP quantiles at epsilon / 2 each.
-
-    By basic composition the pair is epsilon-DP; sorting the pair is post-processing.
-    """
-    epsilon = _checks.positive("epsilon", epsilon)
-    q_low, q_high = quantiles
-    if not 0 <= q_low <= q_high <= 1:
-        raise ValueError(f"need 0 <= quantiles[0] <= quantiles[1] <= 1, got {quantiles!r}")
-    a = dp_quantile(values, q_low, lo, hi, epsilon / 2.0, rng)
-    b = dp_quantile(values, q_high, lo, hi, epsilon / 2.0, rng)
-    return (min(a, b), max(a, b))

@@ -7,7 +7,6 @@ import pytest
 from scipy import stats
 
 from rdpgan.privacy.mechanisms.exponential import (
-    dp_bounds,
     dp_quantile,
     exponential_mechanism,
     exponential_mechanism_probabilities,
@@ -108,15 +107,6 @@ def test_median_of_10000_normal_draws_is_accurate():
     for seed in range(5):
         estimate = dp_quantile(data, 0.5, -20.0, 20.0, 1.0, np.random.default_rng(seed))
         assert abs(estimate - true_median) < 0.05  # sd 2: ~ 2.5% of a standard deviation
-
-
-def test_dp_bounds_near_the_1_and_99_percent_quantiles():
-    data = np.random.default_rng(7).normal(0.0, 1.0, size=10_000)
-    lower, upper = dp_bounds(data, -10.0, 10.0, 1.0, np.random.default_rng(0))
-    assert lower == pytest.approx(np.quantile(data, 0.01), abs=0.15)
-    assert upper == pytest.approx(np.quantile(data, 0.99), abs=0.15)
-    with pytest.raises(ValueError, match="quantiles"):
-        dp_bounds(data, -10.0, 10.0, 1.0, np.random.default_rng(0), quantiles=(0.9, 0.1))
 
 
 @pytest.mark.parametrize("q", [0.01, 0.3, 0.5, 0.99])
