@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
+from machine_info import cpu_model
 
 from rdpgan.cli import compose_run_config
 from rdpgan.config import ModelConfig, TrainConfig
@@ -85,13 +86,7 @@ def time_steps(trainer: CGANTrainer, steps: int, warmup: int = 20) -> list[float
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    cpu = cpu_model()
     return (
         f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, "
         f"Python {platform.python_version()}, torch {torch.__version__} "

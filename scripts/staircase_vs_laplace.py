@@ -27,6 +27,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from machine_info import cpu_model
 
 from rdpgan.io import atomic_write
 from rdpgan.privacy.mechanisms.bounded_laplace import bounded_laplace, bounded_laplace_scale
@@ -40,13 +41,7 @@ FIELDS = ("mechanism", "gamma", "epsilon", "epsilon_hat", "scale", "mse", "mse_s
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+    cpu = cpu_model()
     return (
         f"{platform.platform()}, {cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     )
