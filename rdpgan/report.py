@@ -78,7 +78,7 @@ def draw(
     plt.close(figure)
 
 
-def markdown(ledger: dict, meta: dict, bound: np.ndarray | None, result: AuditResult) -> str:
+def markdown(ledger: dict, bound: np.ndarray | None, result: AuditResult) -> str:
     spent = ledger["epsilon_spent"]
     lines = [
         "# Privacy report",
@@ -103,7 +103,7 @@ def markdown(ledger: dict, meta: dict, bound: np.ndarray | None, result: AuditRe
             f"**Approximate**: the `{ledger['accountant']}` accountant is not an upper bound "
             "(a central-limit approximation), so neither is the curve below.",
         ]
-    if not meta.get("end_to_end_private", False):
+    if not ledger["end_to_end"]:
         lines += ["", *(f"**WARNING**: {note}" for note in ledger["notes"])]
     if bound is not None:
         rows = [
@@ -156,11 +156,11 @@ def write_report(run_dir: str | Path, seed: int = 0) -> AuditResult:
     train, holdout, _ = load_run_tables(read_run_config(run_dir))
     synthetic = schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
     result = audit(model.transformer, train, holdout, synthetic, seed)
-    ledger, meta = read_json(run_dir / "privacy.json"), read_json(run_dir / "model.json")
+    ledger = read_json(run_dir / "privacy.json")
     bound = guarantee_tpr(ledger)
     mu = clt_mu(ledger) if bound is not None else None
     draw(run_dir / FIGURE, bound, ledger["accountant_is_upper_bound"], mu, result)
-    text = markdown(ledger, meta, bound, result)
+    text = markdown(ledger, bound, result)
     atomic_write(run_dir / "report.md", lambda tmp: tmp.write_text(text))
     return result
 

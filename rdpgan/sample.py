@@ -40,7 +40,7 @@ from rdpgan.cli import guarded, precheck_overrides, to_typed
 from rdpgan.config import SampleCliConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
-from rdpgan.io import atomic_write, read_json
+from rdpgan.io import atomic_write
 from rdpgan.synthesizer import DPCGAN
 
 register_configs()
@@ -210,7 +210,7 @@ def run(cfg: SampleCliConfig) -> None:
     out = Path(cfg.out)
     output_writer(out)
     model = load_model(Path(cfg.run_dir))
-    for note in read_json(Path(cfg.run_dir) / "model.json").get("privacy_notes", []):
+    for note in model.privacy_notes:
         print(f"WARNING: {note}", file=sys.stderr)
     workers = sampling_workers(model)
     n = write_samples(model, out, cfg.n, cfg.label, cfg.seed, cfg.chunk_size, workers)

@@ -103,6 +103,8 @@ class DPCGAN:
         self.positive_label: Any = None
         self.released_rows = 0
         self.metrics: dict[str, Any] = {}
+        # Opt-outs of the run that trained this model (from its ledger, or model.json on load).
+        self.privacy_notes: list[str] = []
 
     # ------------------------------------------------------------------ fit
     def fit(
@@ -454,7 +456,7 @@ class DPCGAN:
             # Read by every tool that uses this model (sample, report): a model whose ledger
             # is not end-to-end private says so wherever it goes.
             "end_to_end_private": bool(self.ledger and self.ledger.end_to_end),
-            "privacy_notes": list(self.ledger.notes) if self.ledger else [],
+            "privacy_notes": list(self.ledger.notes) if self.ledger else self.privacy_notes,
             "seed": self.seed,
             "privacy": asdict(self.privacy),
             "model": asdict(self.model_config),
@@ -477,6 +479,7 @@ class DPCGAN:
         )
         model.transformer = TableTransformer(Schema.from_specs(meta["schema"]), meta["target"])
         model.positive_label = meta["positive_label"]
+        model.privacy_notes = list(meta.get("privacy_notes", []))
         model.label_probs = np.asarray(meta["label_probs"], dtype=float)
         model.released_rows = int(meta["released_rows"])
         return model

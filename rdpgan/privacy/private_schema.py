@@ -34,7 +34,7 @@ from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
 from rdpgan.data.datasets import check_target, read_frame, split
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
-from rdpgan.privacy.ledger import Release
+from rdpgan.privacy.ledger import Release, pure_epsilon
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism
 from rdpgan.privacy.mechanisms.laplace import laplace_noise
 
@@ -72,7 +72,7 @@ class SchemaRelease:
 
     @property
     def epsilon(self) -> float:
-        return float(sum(r.epsilon or 0.0 for r in self.releases))
+        return pure_epsilon(r.to_dict() for r in self.releases)
 
 
 def one_vs_rest(frame: pd.DataFrame, target: str, positive: Any) -> pd.DataFrame:
