@@ -100,6 +100,10 @@ class PrivacyConfig:
     max_grad_norm: float = 1.0
     # Gaussian noise (in counts) on the released label histogram the generator samples from.
     label_noise_multiplier: float = 10.0
+    # Share of epsilon spent on the class profiles (mean encoded row per class) that the
+    # generator matches when model.moment_weight > 0; sigma is calibrated so that this release
+    # alone costs this fraction of the budget.
+    class_means_fraction: float = 0.5
 
 
 @dataclass
@@ -116,6 +120,9 @@ class ModelConfig:
     straight_through: bool = True
     # Weight of the AC-GAN label loss (0: plain conditional D, label concatenated to the row).
     auxiliary_weight: float = 1.0
+    # Weight of G's class-profile loss: the squared distance between the mean row G makes for
+    # each class and the released (DP) class mean. 0: no release, no loss.
+    moment_weight: float = 1.0
 
 
 @dataclass

@@ -65,6 +65,11 @@ class Generator(nn.Module):
         self.register_buffer("block_index", index, persistent=False)
         self.register_buffer("block_valid", valid, persistent=False)
         self.register_buffer("order", order, persistent=False)
+        tanh_spans = [s for s in spans if s.activation == "tanh"]
+        gate = [s.gate if s.gate is not None else s.start for s in tanh_spans]
+        self.register_buffer("tanh_gate", torch.tensor(gate, dtype=torch.long), persistent=False)
+        gated = [s.gate is not None for s in tanh_spans]
+        self.register_buffer("tanh_gated", torch.tensor(gated, dtype=torch.bool), persistent=False)
 
     def forward(self, z: torch.Tensor, y: torch.Tensor, hard: bool | None = None) -> torch.Tensor:
         """A batch of encoded rows; ``hard`` (default: ``straight_through``) gives one-hots."""
@@ -78,6 +83,22 @@ class Generator(nn.Module):
             probs = one_hot - probs.detach() + probs
         values = torch.tanh(logits[:, self.tanh_index])
         return torch.cat([values, probs[:, self.block_valid]], dim=1)[:, self.order]
+
+    def expected_rows(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """What each sampled row is on average, given (z, y), differentiably.
+
+        A block's code is argmax(logits + Gumbel noise), which is distributed as
+        softmax(logits); a continuous value counts only with its mode's "ordinary value"
+        probability, as the encoding puts 0 on point-mass and missing rows. The mean of these
+        over z is the generator's class profile, matched to the released class means.
+        """
+        logits = self.head(self.body(torch.cat([z, y], dim=1)))
+        blocks = logits[:, self.block_index].masked_fill(~self.block_valid, float("-inf"))
+        probs = torch.softmax(blocks, dim=-1)[:, self.block_valid]
+        values = torch.tanh(logits[:, self.tanh_index])
+        rows = torch.cat([values, probs], dim=1)[:, self.order]
+        gate = torch.where(self.tanh_gated, rows[:, self.tanh_gate], torch.ones_like(values))
+        return rows.index_copy(1, self.tanh_index, values * gate)
 
     def _folded_body(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Each eval-mode Linear → BatchNorm pair as one affine map (a third of the work)."""

@@ -1,9 +1,11 @@
 """DPCGAN: a conditional GAN whose discriminator is trained with DP-SGD.
 
-``fit(df)`` spends the privacy budget in two releases, both composed in one ledger:
+``fit(df)`` spends the privacy budget in up to three releases, all composed in one ledger:
 1. the label histogram, through the Gaussian mechanism, which the generator samples labels from
    (its noisy total also stands in for the row count wherever one is needed);
-2. DP-SGD on the discriminator (Poisson sampling, per-sample clipping, Gaussian noise).
+2. with ``model.moment_weight > 0``, each class's mean encoded row, through the Gaussian
+   mechanism (:mod:`rdpgan.privacy.class_means`), which the generator's profile loss matches;
+3. DP-SGD on the discriminator (Poisson sampling, per-sample clipping, Gaussian noise).
 The generator only ever sees the discriminator's outputs, so it and every sample drawn from it
 are private by post-processing. ``sample(n)`` / ``save(dir)`` / ``DPCGAN.load(dir)`` complete
 the scikit-learn style API.
@@ -36,7 +38,7 @@ from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, read_json, write_json
 from rdpgan.models import Discriminator, Generator
-from rdpgan.privacy import accountants
+from rdpgan.privacy import accountants, class_means
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger, Release, validate_budget
 from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
@@ -100,6 +102,7 @@ class DPCGAN:
         self.transformer: TableTransformer | None = None
         self.ledger: PrivacyLedger | None = None
         self.label_probs: np.ndarray | None = None
+        self.class_profiles: np.ndarray | None = None
         self.positive_label: Any = None
         self.released_rows = 0
         self.metrics: dict[str, Any] = {}
@@ -143,6 +146,8 @@ class DPCGAN:
         # Everything below that needs "how many rows" uses the released total, not len(df).
         self.released_rows = max(1, round(float(released.sum())))
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
+        if self.model_config.moment_weight > 0:
+            self.class_profiles = self._release_class_profiles(frame, released, rng)
         return self._train(frame, checkpoint_dir, started)
 
     @classmethod
@@ -221,6 +226,9 @@ class DPCGAN:
         if isinstance(critic, PlainSGD):  # no ledger to count down: skip the steps already done
             d_steps -= first_step - 1
         label_probs = torch.as_tensor(self.label_probs, dtype=torch.float32, device=self.device)
+        profiles = None
+        if self.class_profiles is not None:
+            profiles = torch.as_tensor(self.class_profiles, dtype=torch.float32, device=self.device)
         trainer = CGANTrainer(
             self.generator,
             critic,
@@ -231,6 +239,8 @@ class DPCGAN:
             sample_rate,
             expected_batch,
             self.model_config.auxiliary_weight,
+            profiles,
+            self.model_config.moment_weight,
         )
         saver = None
         if checkpoint_dir is not None:
@@ -266,6 +276,48 @@ class DPCGAN:
         sigma = self.privacy.label_noise_multiplier
         self.ledger.record(Release("label_counts", "gaussian", sigma, 1.0, 1, {"sensitivity": 1.0}))
         return noisy_histogram(counts, sigma, rng)
+
+    def _release_class_profiles(
+        self, frame: pd.DataFrame, released_counts: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Each class's mean encoded row: noisy sums over the released (noisy) counts.
+
+        sigma is calibrated so that this release on its own costs
+        ``privacy.class_means_fraction`` of the budget; the ledger composes it with the rest,
+        and DP-SGD is then calibrated to what is left.
+        """
+        assert self.ledger is not None and self.transformer is not None
+        features = self.transformer.encode(frame)
+        labels = self.transformer.encode_labels(frame)
+        n_classes, spans = self.transformer.n_classes, self.transformer.spans
+        if not self.ledger.private:
+            self.ledger.warn("class profiles used exactly, without noise (privacy=none)")
+            sums = class_means.class_sums(features, labels, n_classes)
+            return class_means.profiles(sums, released_counts, spans)
+        fraction = self.privacy.class_means_fraction
+        if not 0.0 < fraction < 1.0:
+            raise UserInputError(f"privacy.class_means_fraction must be in (0, 1), got {fraction}")
+        sigma = accountants.calibrate_noise_multiplier(
+            self.privacy.accountant,
+            [],
+            1.0,
+            1,
+            fraction * self.ledger.gaussian_budget(),
+            self.delta,
+        )
+        sensitivity = class_means.sensitivity(spans)
+        self.ledger.record(
+            Release(
+                "class_means",
+                "gaussian",
+                sigma,
+                1.0,
+                1,
+                {"sensitivity": sensitivity, "epsilon_fraction": fraction},
+            )
+        )
+        sums = class_means.noisy_class_sums(features, labels, n_classes, spans, sigma, rng)
+        return class_means.profiles(sums, released_counts, spans, sigma * sensitivity)
 
     def _make_critic(
         self,
@@ -450,6 +502,10 @@ class DPCGAN:
             "positive_label": self.positive_label,
             "schema": self.transformer.schema.to_specs(),
             "label_probs": [float(p) for p in self.label_probs],
+            # Released (DP) like label_probs; needed again only to resume training.
+            "class_profiles": None
+            if self.class_profiles is None
+            else self.class_profiles.round(8).tolist(),
             "released_rows": self.released_rows,
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -481,6 +537,8 @@ class DPCGAN:
         model.positive_label = meta["positive_label"]
         model.privacy_notes = list(meta.get("privacy_notes", []))
         model.label_probs = np.asarray(meta["label_probs"], dtype=float)
+        profiles = meta.get("class_profiles")
+        model.class_profiles = None if profiles is None else np.asarray(profiles, dtype=float)
         model.released_rows = int(meta["released_rows"])
         return model
 

@@ -14,6 +14,9 @@ from torch.nn import functional as F
 from rdpgan.models import Generator
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD, poisson_batch
 
+# Rows per class for the class-profile loss: expected rows (not samples), so few are enough.
+PROFILE_ROWS = 128
+
 
 class CGANTrainer:
     """Holds the encoded training rows, both networks and their optimizers."""
@@ -29,6 +32,8 @@ class CGANTrainer:
         sample_rate: float,
         expected_batch: int,
         auxiliary_weight: float = 0.0,
+        class_profiles: torch.Tensor | None = None,
+        moment_weight: float = 0.0,
     ):
         self.generator = generator
         self.critic = critic
@@ -39,6 +44,8 @@ class CGANTrainer:
         self.sample_rate = sample_rate
         self.expected_batch = expected_batch
         self.auxiliary_weight = auxiliary_weight
+        self.class_profiles = class_profiles
+        self.moment_weight = moment_weight if class_profiles is not None else 0.0
 
     def fake(self, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``n`` generated rows, their one-hot labels and label codes (drawn from the released
@@ -77,14 +84,36 @@ class CGANTrainer:
         Returns G's loss and D's loss on the same fresh fake batch: both depend on private data
         only through D, so (unlike any loss on real rows) they are safe to report.
         """
-        fake_x, fake_y, codes = self.fake(self.expected_batch)
         self.generator_optimizer.zero_grad(set_to_none=True)
+        profile_loss = self.profile_loss() if self.moment_weight > 0 else 0.0
+        fake_x, fake_y, codes = self.fake(self.expected_batch)
         with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
             logits, class_logits = discriminator(fake_x, fake_y)
             loss = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+            loss = loss + self.moment_weight * profile_loss
             if class_logits is not None:  # rows of class y should look like class y to D
                 loss = loss + self.auxiliary_weight * F.cross_entropy(class_logits, codes)
             loss.backward()
         self.generator_optimizer.step()
         d_fake_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))
         return float(loss.detach()), float(d_fake_loss)
+
+    def profile_loss(self) -> torch.Tensor:
+        """Squared distance between G's mean row per class and the released class profile.
+
+        Measured in eval mode (BatchNorm on running statistics), i.e. on the generator that
+        sampling uses, with the same number of rows for every class so a rare class counts
+        as much as a common one.
+        """
+        assert self.class_profiles is not None
+        n_classes = self.class_profiles.shape[0]
+        device = self.class_profiles.device
+        codes = torch.arange(n_classes, device=device).repeat_interleave(PROFILE_ROWS)
+        z = torch.randn(len(codes), self.generator.latent_dim, device=device)
+        self.generator.eval()
+        try:
+            rows = self.generator.expected_rows(z, F.one_hot(codes, n_classes).float())
+        finally:
+            self.generator.train()
+        means = rows.view(n_classes, PROFILE_ROWS, -1).mean(dim=1)
+        return ((means - self.class_profiles) ** 2).sum(dim=1).mean()

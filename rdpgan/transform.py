@@ -24,6 +24,9 @@ class Span:
     start: int
     end: int
     activation: str  # "tanh" (a continuous value) or "softmax" (a one-hot block)
+    # A tanh value that only counts when its column's mode block says "ordinary value": the
+    # index of that mode entry (the value is encoded as 0 on point-mass and missing rows).
+    gate: int | None = None
 
 
 class TableTransformer:
@@ -40,8 +43,12 @@ class TableTransformer:
         spans: list[Span] = []
         width = 0
         for column in self.features.columns:
-            for size, activation in self._blocks(column):
-                spans.append(Span(width, width + size, activation))
+            blocks = self._blocks(column)
+            gate = width + 1 if len(blocks) == 2 else None  # a value followed by its mode block
+            for size, activation in blocks:
+                spans.append(
+                    Span(width, width + size, activation, gate if activation == "tanh" else None)
+                )
                 width += size
         self.spans: tuple[Span, ...] = tuple(spans)
         self.width = width

@@ -50,8 +50,14 @@ def make_trainer(private: bool, seed: int = 0) -> CGANTrainer:
         transformer.spans,
         transformer.width,
         model.gumbel_tau,
+        model.straight_through,
     )
-    discriminator = Discriminator(transformer.width, 2, model.discriminator_hidden)
+    discriminator = Discriminator(
+        transformer.width,
+        2,
+        model.discriminator_hidden,
+        auxiliary_classifier=model.auxiliary_weight > 0,
+    )
     g_opt = torch.optim.Adam(generator.parameters(), lr=train.generator_lr)
     d_opt = torch.optim.Adam(discriminator.parameters(), lr=train.discriminator_lr)
     sample_rate = train.batch_size / len(train_rows)
@@ -70,7 +76,15 @@ def make_trainer(private: bool, seed: int = 0) -> CGANTrainer:
         critic = PlainSGD(discriminator, d_opt, train.batch_size)
     probs = torch.bincount(labels).float() / len(labels)
     return CGANTrainer(
-        generator, critic, g_opt, features, labels, probs, sample_rate, train.batch_size
+        generator,
+        critic,
+        g_opt,
+        features,
+        labels,
+        probs,
+        sample_rate,
+        train.batch_size,
+        model.auxiliary_weight,
     )
 
 
@@ -114,7 +128,7 @@ def main() -> None:
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0.",
         f"Machine: {machine()}.",
         "",
-        "## Discriminator step (Adult train split, default model, expected batch 500)",
+        "## Discriminator step (Adult train split, default AC-GAN critic, expected batch 500)",
         "",
         "Median over 3 interleaved rounds of "
         f"{args.steps} steps each (after 20 warm-up steps); one step = Poisson batch, fake rows "

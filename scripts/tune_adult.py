@@ -26,7 +26,7 @@ from rdpgan.synthesizer import DPCGAN
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "results" / "tuning_adult.csv"
 # The starting point of the search, pinned (the package defaults are its outcome).
-BASE_MODEL = ModelConfig(straight_through=False)
+BASE_MODEL = ModelConfig(straight_through=False, auxiliary_weight=0.0, moment_weight=0.0)
 BASE_TRAIN = TrainConfig(epochs=20, progress=False)
 
 LONG = replace(BASE_TRAIN, steps=2600)  # ≈ 50 epochs of Adult at the default batch
@@ -158,14 +158,30 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         LONG,
         PrivacyConfig(),
     ),
+    # Round 7: released class profiles matched by G (model.moment_weight), share of epsilon
+    # spent on them (privacy.class_means_fraction); small imbalanced tables (--rows 700
+    # --positives 45) first, then the full table.
+    **{
+        f"{prefix}_m{weight:g}_f{fraction:g}{suffix}": (
+            replace(AUX1, moment_weight=weight),
+            train,
+            replace(privacy, class_means_fraction=fraction),
+        )
+        for prefix, train in (("r7", E50), ("s2600_st_aux1", LONG))
+        for weight in (1.0, 10.0)
+        for fraction in (0.25, 0.5, 0.75)
+        for suffix, privacy in (("", PrivacyConfig()), ("_nonprivate", NONPRIVATE))
+    },
 }
 
 
 def round_of(name: str) -> int:
-    if name.endswith("_aux1"):
-        return 6
+    if "_m" in name and "_f" in name:
+        return 7
     if name.startswith("r5_"):
         return 5
+    if name.endswith("_aux1"):
+        return 6
     if name.startswith("small"):
         return 4
     return 1 if not name[1].isdigit() else (3 if "_st" in name else 2)

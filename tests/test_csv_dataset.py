@@ -121,7 +121,11 @@ def test_declared_schema_file_is_free(tmp_path, messy_csv):
     )
     assert result.returncode == 0, result.stderr
     ledger = read(tmp_path / "run", "privacy.json")
-    assert [m["name"] for m in ledger["mechanisms"]] == ["label_counts", "dp_sgd_discriminator"]
+    assert [m["name"] for m in ledger["mechanisms"]] == [
+        "label_counts",
+        "class_means",
+        "dp_sgd_discriminator",
+    ]
     assert ledger["end_to_end"]
 
 
