@@ -104,6 +104,11 @@ class PrivacyConfig:
     # generator matches when model.moment_weight > 0; sigma is calibrated so that this release
     # alone costs this fraction of the budget.
     class_means_fraction: float = 0.5
+    # Where the DP noise (label counts, class profiles, DP-SGD) comes from. None: the operating
+    # system's entropy, fresh every run, so that knowing ``seed`` (written in run.json and
+    # model.json) reveals nothing about the noise. An integer makes the noise reproducible (tests,
+    # benchmarks): the guarantee then holds only while that number is secret.
+    noise_seed: int | None = None
 
 
 @dataclass

@@ -98,6 +98,9 @@ class DPCGAN:
         self.device = resolve_device(device)
         if self.privacy.accountant != "none":
             validate_budget(epsilon, delta)
+        fraction = self.privacy.class_means_fraction
+        if self.model_config.moment_weight > 0 and not 0.0 < fraction < 1.0:
+            raise UserInputError(f"privacy.class_means_fraction must be in (0, 1), got {fraction}")
         self.generator: Generator | None = None
         self.transformer: TableTransformer | None = None
         self.ledger: PrivacyLedger | None = None
@@ -131,8 +134,11 @@ class DPCGAN:
         frame = self._conform(df, target, release.schema)
         self.positive_label = positive_label
         torch.manual_seed(self.seed)
-        rng = np.random.default_rng(self.seed)
+        # DP noise: OS entropy unless privacy.noise_seed asks for reproducible noise.
+        noise = np.random.default_rng(self.privacy.noise_seed)
         self.ledger = PrivacyLedger(self.epsilon, self.delta, self.privacy.accountant)
+        if self.privacy.noise_seed is not None:
+            self.ledger.noise_source = "seeded"
         for note in release.notes:
             self.ledger.warn(note)
         for paid in release.releases:
@@ -142,12 +148,12 @@ class DPCGAN:
         counts = np.bincount(
             self.transformer.encode_labels(frame), minlength=self.transformer.n_classes
         ).astype(float)
-        released = self._release_label_counts(counts, rng)
+        released = self._release_label_counts(counts, noise)
         # Everything below that needs "how many rows" uses the released total, not len(df).
         self.released_rows = max(1, round(float(released.sum())))
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
         if self.model_config.moment_weight > 0:
-            self.class_profiles = self._release_class_profiles(frame, released, rng)
+            self.class_profiles = self._release_class_profiles(frame, released, noise)
         return self._train(frame, checkpoint_dir, started)
 
     @classmethod
@@ -221,7 +227,7 @@ class DPCGAN:
             torch.set_rng_state(tensors["rng"])
             first_step, history = meta["step"] + 1, meta["history"]
         critic, d_steps = self._make_critic(
-            discriminator, d_opt, sample_rate, expected_batch, resumed=resume_from is not None
+            discriminator, d_opt, sample_rate, expected_batch, first_step
         )
         if isinstance(critic, PlainSGD):  # no ledger to count down: skip the steps already done
             d_steps -= first_step - 1
@@ -268,17 +274,17 @@ class DPCGAN:
             cfg.straight_through,
         ).to(self.device)
 
-    def _release_label_counts(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _release_label_counts(self, counts: np.ndarray, noise: np.random.Generator) -> np.ndarray:
         assert self.ledger is not None
         if not self.ledger.private:
             self.ledger.warn("label counts used exactly, without noise (privacy=none)")
             return counts
         sigma = self.privacy.label_noise_multiplier
         self.ledger.record(Release("label_counts", "gaussian", sigma, 1.0, 1, {"sensitivity": 1.0}))
-        return noisy_histogram(counts, sigma, rng)
+        return noisy_histogram(counts, sigma, noise)
 
     def _release_class_profiles(
-        self, frame: pd.DataFrame, released_counts: np.ndarray, rng: np.random.Generator
+        self, frame: pd.DataFrame, released_counts: np.ndarray, noise: np.random.Generator
     ) -> np.ndarray:
         """Each class's mean encoded row: noisy sums over the released (noisy) counts.
 
@@ -295,9 +301,7 @@ class DPCGAN:
             sums = class_means.class_sums(features, labels, n_classes)
             return class_means.profiles(sums, released_counts, spans)
         fraction = self.privacy.class_means_fraction
-        if not 0.0 < fraction < 1.0:
-            raise UserInputError(f"privacy.class_means_fraction must be in (0, 1), got {fraction}")
-        sigma = accountants.calibrate_noise_multiplier(
+        sigma = _calibrate(
             self.privacy.accountant,
             [],
             1.0,
@@ -306,17 +310,16 @@ class DPCGAN:
             self.delta,
         )
         sensitivity = class_means.sensitivity(spans)
-        self.ledger.record(
-            Release(
-                "class_means",
-                "gaussian",
-                sigma,
-                1.0,
-                1,
-                {"sensitivity": sensitivity, "epsilon_fraction": fraction},
-            )
+        release = Release(
+            "class_means",
+            "gaussian",
+            sigma,
+            1.0,
+            1,
+            {"sensitivity": sensitivity, "epsilon_fraction": fraction},
         )
-        sums = class_means.noisy_class_sums(features, labels, n_classes, spans, sigma, rng)
+        self.ledger.record(release)
+        sums = class_means.noisy_class_sums(features, labels, n_classes, spans, sigma, noise)
         return class_means.profiles(sums, released_counts, spans, sigma * sensitivity)
 
     def _make_critic(
@@ -325,7 +328,7 @@ class DPCGAN:
         d_opt: torch.optim.Optimizer,
         sample_rate: float,
         expected_batch: int,
-        resumed: bool = False,
+        first_step: int = 1,
     ) -> tuple[DPSGD | PlainSGD, int]:
         """Wrap D for DP-SGD and decide how many discriminator steps are left to take."""
         assert self.ledger is not None
@@ -333,7 +336,7 @@ class DPCGAN:
         planned = cfg.steps or max(1, math.ceil(cfg.epochs / sample_rate))
         if not self.ledger.private:
             return PlainSGD(discriminator, d_opt, expected_batch), planned
-        if resumed:
+        if first_step > 1:  # resumed: the DP-SGD release is already open
             release = self.ledger.releases[-1]
         else:
             release = self._open_dp_sgd(planned, sample_rate, expected_batch)
@@ -350,15 +353,26 @@ class DPCGAN:
             release=release,
             max_grad_norm=privacy.max_grad_norm,
             expected_batch_size=expected_batch,
+            noise_generator=self._noise_generator(first_step),
         )
         return critic, steps
+
+    def _noise_generator(self, first_step: int) -> torch.Generator:
+        """DP-SGD's noise stream: OS entropy, or ``noise_seed`` offset by the first step (a
+        resumed run does not replay the noise of the steps it already took)."""
+        generator = torch.Generator(self.device)
+        if self.privacy.noise_seed is None:
+            generator.seed()  # non-deterministic: from the OS
+        else:
+            generator.manual_seed(self.privacy.noise_seed + first_step - 1)
+        return generator
 
     def _open_dp_sgd(self, planned: int, sample_rate: float, expected_batch: int) -> Release:
         """Fix sigma (calibrated, or given) and the step limit the budget allows."""
         assert self.ledger is not None
         cfg, privacy = self.train_config, self.privacy
         if privacy.noise_multiplier is None:
-            sigma = accountants.calibrate_noise_multiplier(
+            sigma = _calibrate(
                 privacy.accountant,
                 self.ledger.history(),
                 sample_rate,
@@ -570,6 +584,18 @@ class DPCGAN:
         ) as exc:
             raise UserInputError(f"the model in {directory} is damaged or incompatible") from exc
         return model
+
+
+def _calibrate(
+    kind: str, prior: list, sample_rate: float, steps: int, target: float, delta: float
+) -> float:
+    """:func:`accountants.calibrate_noise_multiplier`, with an impossible plan as a user error."""
+    try:
+        return accountants.calibrate_noise_multiplier(
+            kind, prior, sample_rate, steps, target, delta
+        )
+    except ValueError as exc:
+        raise UserInputError(f"{exc} (raise epsilon or change the budget split)") from exc
 
 
 class TrainingInterrupted(RuntimeError):

@@ -4,7 +4,8 @@
     python scripts/benchmark.py repeats=3 table=adult epsilon=8   # a slice
     python scripts/report_benchmark.py               # tables + figure from results/bench_*.csv
 
-Each repeat r makes its own stratified 80/20 split (seed r), trains with seed r through exactly
+Each repeat r makes its own stratified 80/20 split (seed r), trains with seed r (and DP noise seed r,
+so a cell is reproducible) through exactly
 the code path of ``python -m rdpgan.train`` (so the ledger rules hold), scores the synthetic
 table with the paper's 8 classifiers on the held-out real rows, and appends one row to
 ``results/bench_<dataset>.csv``. The real-data reference for split r is computed once and cached in
@@ -151,6 +152,8 @@ def run_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> N
         f"dataset.split_seed={repeat}",
         f"seed={repeat}",
         f"privacy={PRIVACY_OF_METHOD[cfg.method]}",
+        # Reproducible noise, for a benchmark (a release would keep the OS-entropy default).
+        f"privacy.noise_seed={repeat}",
         f"epsilon={cfg.epsilon}",
         f"delta={cfg.delta}",
         "train.progress=false",

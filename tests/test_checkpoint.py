@@ -15,7 +15,14 @@ import pytest
 
 from tests.conftest import FAST, train_cli
 
-SETTINGS = [*FAST, "train.steps=60", "train.checkpoint_every=10", "epsilon=2", "seed=4"]
+SETTINGS = [
+    *FAST,
+    "train.steps=60",
+    "train.checkpoint_every=10",
+    "epsilon=2",
+    "seed=4",
+    "privacy.noise_seed=4",
+]
 
 
 def start_training(where: Path, root: Path) -> subprocess.Popen:

@@ -80,10 +80,40 @@ def test_noise_multiplier_mode_trains_until_the_budget_stops_it():
     assert model.metrics["discriminator_steps"] == dp_sgd.steps
 
 
-def test_the_same_seed_gives_the_same_synthetic_table():
-    first = DPCGAN(epsilon=2.0, seed=5, device="cpu", **SMALL).fit(toy_table(), "y", SCHEMA)
-    second = DPCGAN(epsilon=2.0, seed=5, device="cpu", **SMALL).fit(toy_table(), "y", SCHEMA)
+def test_the_same_seeds_give_the_same_synthetic_table():
+    seeded = PrivacyConfig(noise_seed=11)
+    first = DPCGAN(epsilon=2.0, seed=5, privacy=seeded, device="cpu", **SMALL)
+    second = DPCGAN(epsilon=2.0, seed=5, privacy=seeded, device="cpu", **SMALL)
+    first.fit(toy_table(), "y", SCHEMA)
+    second.fit(toy_table(), "y", SCHEMA)
     pd.testing.assert_frame_equal(first.sample(400), second.sample(400))
+    assert first.ledger.to_dict()["noise_source"] == "seeded"
+
+
+def test_by_default_the_dp_noise_does_not_follow_from_the_seed():
+    """Knowing `seed` (it is in run.json and model.json) must not give away the noise."""
+    runs = [
+        DPCGAN(epsilon=2.0, seed=5, device="cpu", **SMALL).fit(toy_table(), "y", SCHEMA)
+        for _ in range(2)
+    ]
+    assert not np.array_equal(runs[0].label_probs, runs[1].label_probs)
+    assert not np.array_equal(runs[0].class_profiles, runs[1].class_profiles)
+    weights = [dict(run.generator.state_dict()) for run in runs]
+    assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    assert runs[0].ledger.to_dict()["noise_source"] == "os-entropy"
+
+
+def test_the_noise_seed_alone_changes_the_model():
+    """The training seed fixed, noise_seed decides the noise (label counts, profiles, DP-SGD)."""
+    models = [
+        DPCGAN(epsilon=2.0, seed=5, privacy=PrivacyConfig(noise_seed=s), device="cpu", **SMALL)
+        for s in (1, 1, 2)
+    ]
+    for model in models:
+        model.fit(toy_table(), "y", SCHEMA)
+    same = models[0].sample(200, seed=0).equals(models[1].sample(200, seed=0))
+    other = models[0].sample(200, seed=0).equals(models[2].sample(200, seed=0))
+    assert same and not other
 
 
 def test_unknown_column_and_bad_target_are_refused():

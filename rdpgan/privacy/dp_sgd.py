@@ -70,6 +70,7 @@ class DPSGD:
         release: Release,
         max_grad_norm: float,
         expected_batch_size: int,
+        noise_generator: torch.Generator | None = None,
     ):
         self.ledger = ledger
         self.release = release
@@ -86,6 +87,9 @@ class DPSGD:
             max_grad_norm=max_grad_norm,
             expected_batch_size=expected_batch_size,
             loss_reduction="sum",
+            # Its own stream: the noise must not follow from the training seed (see
+            # privacy.noise_seed), while batches and fake rows stay reproducible.
+            generator=noise_generator,
         )
 
     def zero_grad(self) -> None:

@@ -24,8 +24,12 @@ from rdpgan.privacy import accountants
 NON_PRIVATE = "none"
 
 
-class BudgetExhausted(RuntimeError):
-    """Raised instead of taking a step that would push epsilon past the target."""
+class BudgetExhausted(UserInputError):
+    """Raised instead of a release or step that would push epsilon past the target.
+
+    A user error: a budget split that cannot be met (a release too costly for epsilon) is a
+    settings problem, reported in one line like any other bad input.
+    """
 
 
 @dataclass
@@ -77,6 +81,8 @@ class PrivacyLedger:
         self.accountant = accountant
         self.releases: list[Release] = []
         self.notes: list[str] = []
+        # "os-entropy", or "seeded" when privacy.noise_seed makes the noise reproducible.
+        self.noise_source = "os-entropy"
         self._step_limits: dict[str, int] = {}
         if not self.private:
             self.warn("NOT PRIVATE: the discriminator is trained without DP (privacy=none)")
@@ -129,7 +135,10 @@ class PrivacyLedger:
         self.releases.append(release)
         if self.private and self.epsilon() > self.epsilon_target:
             self.releases.pop()
-            raise BudgetExhausted(f"release {release.name!r} alone would exceed the budget")
+            raise BudgetExhausted(
+                f"the {release.name} release would take epsilon past {self.epsilon_target:g}: "
+                "raise epsilon or lower what it spends"
+            )
         return release
 
     def open_dp_sgd(
@@ -177,6 +186,7 @@ class PrivacyLedger:
             open_release.steps += min(prepaid_steps, self.steps_left(self.releases[-1]))
         view = PrivacyLedger(self.epsilon_target, self.delta, self.accountant)
         view.releases, view.notes = releases, list(self.notes)
+        view.noise_source = self.noise_source
         spent = view.epsilon()
         for release in releases:
             if release.name in self._step_limits:
@@ -191,6 +201,7 @@ class PrivacyLedger:
             ),
             "end_to_end": self.end_to_end,
             "notes": list(self.notes),
+            "noise_source": self.noise_source,
             "mechanisms": [{**r.to_dict(), "epsilon_alone": view.cost(r)} for r in releases],
         }
 
@@ -199,6 +210,7 @@ class PrivacyLedger:
         """Rebuild a ledger from its JSON (to resume a run); steps already charged stay charged."""
         ledger = cls(record["epsilon_target"], record["delta"], record["accountant"])
         ledger.notes = list(record["notes"])
+        ledger.noise_source = record.get("noise_source", "seeded")  # older runs were seeded
         fields = {"name", "kind", "noise_multiplier", "sample_rate", "steps", "epsilon"}
         for entry in record["mechanisms"]:
             details = {k: v for k, v in entry.items() if k not in fields}

@@ -12,6 +12,7 @@ import torch
 from rdpgan import DPCGAN
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.data.schema import Schema
+from rdpgan.errors import UserInputError
 from rdpgan.models import Generator
 from rdpgan.privacy import class_means
 from rdpgan.privacy.ledger import recompute_epsilon
@@ -201,12 +202,21 @@ def test_a_non_private_run_says_the_profiles_are_exact():
 
 
 @pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1])
-def test_a_share_outside_zero_one_is_refused(fraction):
-    from rdpgan.errors import UserInputError
-
-    model = DPCGAN(privacy=PrivacyConfig(class_means_fraction=fraction), device="cpu", **SMALL)
+def test_a_share_outside_zero_one_is_refused_before_any_data_is_read(fraction):
     with pytest.raises(UserInputError, match="class_means_fraction"):
+        DPCGAN(privacy=PrivacyConfig(class_means_fraction=fraction), device="cpu", **SMALL)
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "fraction", "release"), [(0.6, 0.9, "class_means"), (0.2, 0.5, "label_counts")]
+)
+def test_a_budget_split_that_cannot_be_met_is_a_one_line_user_error(epsilon, fraction, release):
+    model = DPCGAN(
+        epsilon=epsilon, privacy=PrivacyConfig(class_means_fraction=fraction), device="cpu", **SMALL
+    )
+    with pytest.raises(UserInputError, match=f"the {release} release would take epsilon past"):
         model.fit(table(), "y", SCHEMA, positive_label=1)
+    assert model.ledger.epsilon() <= epsilon  # refused before it was recorded
 
 
 def test_without_moment_weight_nothing_is_released():
