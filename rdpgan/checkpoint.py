@@ -33,8 +33,14 @@ def save(directory: str | Path, step: int, tensors: dict[str, Any], meta: dict[s
     write_json(directory / META, {**meta, "step": step})
 
 
-def load(directory: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(metadata, tensors) of the last checkpoint in ``directory``; one clear error otherwise."""
+def load(
+    directory: str | Path, meta_keys: tuple[str, ...] = (), tensor_keys: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(metadata, tensors) of the last checkpoint in ``directory``; one clear error otherwise.
+
+    ``meta_keys`` and ``tensor_keys`` are what the caller will read: a file that parses but
+    lacks them (edited, or from another program) is refused here, not with a KeyError later.
+    """
     directory = Path(directory)
     if not exists(directory):
         raise UserInputError(f"no checkpoint to resume in {directory} ({META} is missing)")
@@ -53,6 +59,13 @@ def load(directory: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
         ValueError,
     ) as exc:
         raise UserInputError(f"checkpoint in {directory} is damaged or was tampered with") from exc
-    if not isinstance(tensors, dict) or int(tensors.get("step", -1)) != meta.get("step"):
+    if not (
+        isinstance(meta, dict)
+        and isinstance(tensors, dict)
+        and all(key in meta for key in meta_keys)
+        and all(key in tensors for key in tensor_keys)
+    ):
+        raise UserInputError(f"checkpoint in {directory} is damaged or was tampered with")
+    if int(tensors.get("step", -1)) != meta.get("step"):
         raise UserInputError(f"checkpoint in {directory} is inconsistent (files from two steps)")
     return meta, tensors

@@ -47,6 +47,15 @@ from rdpgan.training import CGANTrainer
 from rdpgan.transform import TableTransformer
 
 MODEL_FORMAT = 1
+# What a training checkpoint must hold (see _Checkpointer.save).
+CHECKPOINT_META = ("model", "history", "finished", "step")
+CHECKPOINT_TENSORS = (
+    "generator",
+    "discriminator",
+    "generator_optimizer",
+    "discriminator_optimizer",
+    "rng",
+)
 # Rows per generator pass when sampling: the activations (rows × 256 floats) then stay small
 # enough to be reused from cache instead of freshly mapped pages; 16k rows is ~1.7× faster per
 # row than 100k on a CPU (scripts/bench_sampling.py).
@@ -164,13 +173,20 @@ class DPCGAN:
         steps it covers), so the resumed run can only spend what is left of the budget.
         """
         started = time.perf_counter()
-        meta, tensors = checkpoint.load(directory)
-        model = cls._from_description(meta["model"], device)
+        meta, tensors = checkpoint.load(directory, CHECKPOINT_META, CHECKPOINT_TENSORS)
         # The write-ahead ledger, not the checkpoint's copy: it may hold steps taken after it.
         ledger_path = Path(directory) / "privacy.json"
         if not ledger_path.is_file():
             raise UserInputError(f"{ledger_path} is missing; the privacy spent is unknown")
-        model.ledger = PrivacyLedger.from_dict(read_json(ledger_path))
+        try:
+            model = cls._from_description(meta["model"], device)
+            model.ledger = PrivacyLedger.from_dict(read_json(ledger_path))
+        except UserInputError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise UserInputError(
+                f"the run in {directory} has a damaged checkpoint.json or privacy.json"
+            ) from exc
         if meta["finished"] or (
             model.ledger.private and model.ledger.steps_left(model.ledger.releases[-1]) <= 0
         ):
@@ -220,12 +236,17 @@ class DPCGAN:
         first_step, history = 1, []
         if resume_from is not None:
             meta, tensors = resume_from
-            self.generator.load_state_dict(tensors["generator"])
-            discriminator.load_state_dict(tensors["discriminator"])
-            g_opt.load_state_dict(tensors["generator_optimizer"])
-            d_opt.load_state_dict(tensors["discriminator_optimizer"])
-            torch.set_rng_state(tensors["rng"])
-            first_step, history = meta["step"] + 1, meta["history"]
+            try:
+                self.generator.load_state_dict(tensors["generator"])
+                discriminator.load_state_dict(tensors["discriminator"])
+                g_opt.load_state_dict(tensors["generator_optimizer"])
+                d_opt.load_state_dict(tensors["discriminator_optimizer"])
+                torch.set_rng_state(tensors["rng"])
+            except (RuntimeError, KeyError, TypeError, ValueError) as exc:
+                raise UserInputError(
+                    f"the checkpoint does not fit this model ({type(exc).__name__})"
+                ) from exc
+            first_step, history = int(meta["step"]) + 1, list(meta["history"])
         critic, d_steps = self._make_critic(
             discriminator, d_opt, sample_rate, expected_batch, first_step
         )

@@ -42,6 +42,7 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
     if cfg.resume:
         model, test_rows = resume(cfg, out)
         return finish(model, test_rows, cfg, out)
+    refuse_used_directory(out)
     if cfg.privacy.accountant != "none":
         validate_budget(cfg.epsilon, cfg.delta)
     check_sample_size(cfg.sample.n)
@@ -70,6 +71,16 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
     saved.data.root = cfg.data.root or saved.data.root
     train_rows, test_rows, _ = load_run_tables(saved)  # same seed: the same schema and rows
     return DPCGAN.resume(out, train_rows, device=cfg.device), test_rows
+
+
+def refuse_used_directory(out: Path) -> None:
+    """A fresh run never overwrites another run's ledger (its budget may be spent)."""
+    for name in ("privacy.json", "checkpoint.json"):
+        if (out / name).is_file():
+            raise UserInputError(
+                f"{out} already holds a run ({name}); continue it with resume=true or choose "
+                "another hydra.run.dir"
+            )
 
 
 def check_sample_size(n: int | None) -> None:

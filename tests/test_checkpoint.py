@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -109,13 +110,75 @@ def test_ctrl_c_stops_after_a_step_with_an_exact_ledger_and_resumes(tmp_path, sm
     assert ledger(run)["epsilon_spent"] <= 2.0
 
 
-def test_damaged_checkpoint_is_a_one_line_error(tmp_path, small_adult):
+def test_damaged_run_record_is_a_one_line_error(tmp_path, small_adult):
     run = tmp_path / "run"
     run.mkdir()
     (run / "run.json").write_text((Path(__file__).parent / "bad_inputs" / "cases.yaml").read_text())
     result = train_cli(tmp_path, "resume=true", root=small_adult)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "run record" in result.stderr
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+
+
+def _without_history(path: Path) -> None:
+    meta = json.loads(path.read_text())
+    del meta["history"]
+    path.write_text(json.dumps(meta))
+
+
+def _without_generator(path: Path) -> None:
+    import torch
+
+    tensors = torch.load(path, weights_only=True)
+    del tensors["generator"]
+    torch.save(tensors, path)
+
+
+@pytest.mark.parametrize(
+    ("name", "damage"),
+    [
+        ("checkpoint.pt", _truncate),
+        ("checkpoint.pt", _without_generator),
+        ("checkpoint.json", lambda p: p.write_text("[1, 2]")),
+        ("checkpoint.json", _without_history),
+        ("privacy.json", lambda p: p.write_text('{"epsilon_target": 1}')),
+        ("privacy.json", _truncate),
+    ],
+    ids=[
+        "pt_truncated",
+        "pt_missing_tensor",
+        "json_not_a_dict",
+        "json_missing_key",
+        "ledger_missing_keys",
+        "ledger_truncated",
+    ],
+)
+def test_a_damaged_checkpoint_or_ledger_is_a_one_line_error_on_resume(
+    tmp_path, small_adult, trained_run, name, damage
+):
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    damage(run / name)
+    before = sorted(p.name for p in run.rglob("*"))
+    result = train_cli(tmp_path, "resume=true", root=small_adult)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "damaged" in lines[0] or "tampered" in lines[0], result.stderr
+    assert sorted(p.name for p in run.rglob("*")) == before
+
+
+def test_a_fresh_run_refuses_a_directory_that_holds_a_run(tmp_path, small_adult, trained_run):
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    ledger_before = (run / "privacy.json").read_text()
+    result = train_cli(tmp_path, "dataset=adult", *FAST, root=small_adult)
+    assert result.returncode == 2, result.stderr
+    assert "already holds a run" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert (run / "privacy.json").read_text() == ledger_before
 
 
 def test_checkpoint_files_are_weights_only_and_checked_for_consistency(tmp_path):
