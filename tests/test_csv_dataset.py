@@ -12,6 +12,7 @@ import yaml
 from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import recompute_epsilon
+from rdpgan.privacy.mechanisms.exponential import exponential_mechanism_probabilities
 from rdpgan.privacy.private_schema import (
     ROUND_GRID,
     dp_round_quantile,
@@ -19,6 +20,7 @@ from rdpgan.privacy.private_schema import (
     one_vs_rest,
     private_schema,
     resolve_schema,
+    round_quantile_scores,
 )
 from tests.conftest import FAST, train_cli
 
@@ -193,3 +195,22 @@ def test_type_overrides_make_a_numeric_column_categorical():
     dataset = DatasetConfig(name="t", file="", target="y")
     rows, release = resolve_schema(frame, dataset, config, 1.0, np.random.default_rng(0))
     assert release.schema["code"].levels == (1, 2) and list(rows.columns) == ["code", "y"]
+
+
+@pytest.mark.parametrize("q", [0.05, 0.5, 0.95])
+@pytest.mark.parametrize("near", [None, 40.0])
+def test_dp_round_quantile_is_epsilon_dp_over_neighbouring_columns(q, near):
+    """The product's quantile: every grid value's probability moves by at most e^epsilon."""
+    epsilon = 0.7
+    base = np.array([3.0, 17.5, 17.5, 40.0, 41.0, 99.0, 250.0, np.nan, -12.0])
+    neighbours = [np.append(base, v) for v in (-1e6, 0.0, 17.5, 45.0, 1e6, np.nan)]
+    neighbours += [np.delete(base, i) for i in range(len(base))]
+
+    def probs(values):
+        utilities, prior = round_quantile_scores(values, q, near)
+        return exponential_mechanism_probabilities(utilities, epsilon, 1.0, prior)
+
+    p = probs(base)
+    worst = max(np.max(np.abs(np.log(p) - np.log(probs(other)))) for other in neighbours)
+    assert worst <= epsilon + 1e-9
+    assert worst >= 0.25 * epsilon  # the bound is nearly reached: the check can fail

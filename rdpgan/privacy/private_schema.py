@@ -133,15 +133,13 @@ def declared_schema(dataset: DatasetConfig, config: SchemaConfig) -> Schema:
         raise UserInputError(f"schema file {path}: {exc}") from exc
 
 
-def dp_round_quantile(
-    values: np.ndarray,
-    q: float,
-    epsilon: float,
-    rng: np.random.Generator,
-    near: float | None = None,
-) -> float:
-    """A grid value near the q-quantile of ``values`` (NaNs ignored), epsilon-DP.
+def round_quantile_scores(
+    values: np.ndarray, q: float, near: float | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(utility, log prior) of every grid value: what :func:`dp_round_quantile` draws from.
 
+    Utility of a grid value: minus the distance between the number of values at or below it and
+    q·n; adding or removing one row moves that by at most max(q, 1 - q) <= 1 (sensitivity 1).
     Every grid value beyond the data's extremes has the same utility, and without a prior the
     many of them would outvote the few near an outer quantile. ``near`` (an already released
     value, e.g. the DP median: post-processing) sets a prior that divides a candidate's weight
@@ -154,6 +152,18 @@ def dp_round_quantile(
     if near is not None:
         centre = np.sign(near) * np.log1p(abs(near))
         prior = -np.abs(SIGNED_LOG_GRID - centre)
+    return utilities, prior
+
+
+def dp_round_quantile(
+    values: np.ndarray,
+    q: float,
+    epsilon: float,
+    rng: np.random.Generator,
+    near: float | None = None,
+) -> float:
+    """A grid value near the q-quantile of ``values`` (NaNs ignored), epsilon-DP."""
+    utilities, prior = round_quantile_scores(values, q, near)
     return float(ROUND_GRID[exponential_mechanism(utilities, epsilon, 1.0, rng, prior)])
 
 
