@@ -110,10 +110,11 @@ class CGANTrainer:
         device = self.class_profiles.device
         codes = torch.arange(n_classes, device=device).repeat_interleave(PROFILE_ROWS)
         z = torch.randn(len(codes), self.generator.latent_dim, device=device)
+        was_training = self.generator.training
         self.generator.eval()
         try:
             rows = self.generator.expected_rows(z, F.one_hot(codes, n_classes).float())
         finally:
-            self.generator.train()
+            self.generator.train(was_training)
         means = rows.view(n_classes, PROFILE_ROWS, -1).mean(dim=1)
         return ((means - self.class_profiles) ** 2).sum(dim=1).mean()
