@@ -4,9 +4,9 @@
     python scripts/benchmark.py repeats=3 table=adult epsilon=8   # a slice
     python scripts/report_benchmark.py               # tables + figure from results/bench_*.csv
 
-Each repeat r makes its own stratified 80/20 split (seed r), trains with seed r (and DP noise seed r,
-so a cell is reproducible) through exactly
-the code path of ``python -m rdpgan.train`` (so the ledger rules hold), scores the synthetic
+Each repeat r makes its own stratified 80/20 split (seed r), trains with seed r (and DP noise
+seed r, so a cell is reproducible) through exactly the code path of ``python -m rdpgan.train``
+(so the ledger rules hold), scores the synthetic
 table with the paper's 8 classifiers on the held-out real rows, and appends one row to
 ``results/bench_<dataset>.csv``. The real-data reference for split r is computed once and cached in
 ``results/bench_real_<dataset>.csv``. The non-private cgan does not depend on ε: it is run once per
