@@ -140,7 +140,7 @@ class DPCGAN:
         """
         started = time.perf_counter()
         release = _as_release(schema)
-        frame = self._conform(df, target, release.schema)
+        features, labels = self._encoded_rows(df, target, release.schema)
         self.positive_label = positive_label
         torch.manual_seed(self.seed)
         # DP noise: OS entropy unless privacy.noise_seed asks for reproducible noise.
@@ -154,16 +154,14 @@ class DPCGAN:
             if self.ledger.private:
                 self.ledger.record(paid)
         assert self.transformer is not None
-        counts = np.bincount(
-            self.transformer.encode_labels(frame), minlength=self.transformer.n_classes
-        ).astype(float)
+        counts = np.bincount(labels, minlength=self.transformer.n_classes).astype(float)
         released = self._release_label_counts(counts, noise)
         # Everything below that needs "how many rows" uses the released total, not len(df).
         self.released_rows = max(1, round(float(released.sum())))
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
         if self.model_config.moment_weight > 0:
-            self.class_profiles = self._release_class_profiles(frame, released, noise)
-        return self._train(frame, checkpoint_dir, started)
+            self.class_profiles = self._release_class_profiles(features, labels, released, noise)
+        return self._train(features, labels, checkpoint_dir, started)
 
     @classmethod
     def resume(cls, directory: str | Path, df: pd.DataFrame, device: str = "auto") -> DPCGAN:
@@ -195,29 +193,35 @@ class DPCGAN:
                 "further"
             )
         assert model.transformer is not None
-        frame = model._conform(df, model.transformer.target, model.transformer.schema)
-        return model._train(frame, directory, started, resume_from=(meta, tensors))
+        features, labels = model._encoded_rows(
+            df, model.transformer.target, model.transformer.schema
+        )
+        return model._train(features, labels, directory, started, resume_from=(meta, tensors))
 
-    def _conform(self, df: pd.DataFrame, target: str, schema: Schema) -> pd.DataFrame:
+    def _encoded_rows(
+        self, df: pd.DataFrame, target: str, schema: Schema
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The private rows checked against the schema, encoded once: (features, label codes)."""
         frame = schema.conform(df)
         check_target(frame, schema, target)
         if self.privacy.accountant != "none":
             validate_budget(self.epsilon, self.delta, n_rows=len(frame))
         if self.transformer is None:
             self.transformer = TableTransformer(schema, target)
-        return frame
+        return self.transformer.encode(frame), self.transformer.encode_labels(frame)
 
     def _train(
         self,
-        frame: pd.DataFrame,
+        features_rows: np.ndarray,
+        label_codes: np.ndarray,
         checkpoint_dir: str | Path | None,
         started: float,
         resume_from: tuple[dict[str, Any], dict[str, Any]] | None = None,
     ) -> DPCGAN:
         assert self.transformer is not None and self.label_probs is not None
         cfg = self.train_config
-        features = torch.as_tensor(self.transformer.encode(frame), device=self.device)
-        labels = torch.as_tensor(self.transformer.encode_labels(frame), device=self.device)
+        features = torch.as_tensor(features_rows, device=self.device)
+        labels = torch.as_tensor(label_codes, device=self.device)
         sample_rate = min(cfg.max_sample_rate, cfg.batch_size / self.released_rows)
         expected_batch = max(1, round(sample_rate * self.released_rows))
         self.generator = self._build_generator()
@@ -305,7 +309,11 @@ class DPCGAN:
         return noisy_histogram(counts, sigma, noise)
 
     def _release_class_profiles(
-        self, frame: pd.DataFrame, released_counts: np.ndarray, noise: np.random.Generator
+        self,
+        features: np.ndarray,
+        labels: np.ndarray,
+        released_counts: np.ndarray,
+        noise: np.random.Generator,
     ) -> np.ndarray:
         """Each class's mean encoded row: noisy sums over the released (noisy) counts.
 
@@ -314,8 +322,6 @@ class DPCGAN:
         and DP-SGD is then calibrated to what is left.
         """
         assert self.ledger is not None and self.transformer is not None
-        features = self.transformer.encode(frame)
-        labels = self.transformer.encode_labels(frame)
         n_classes, spans = self.transformer.n_classes, self.transformer.spans
         if not self.ledger.private:
             self.ledger.warn("class profiles used exactly, without noise (privacy=none)")

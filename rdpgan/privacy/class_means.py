@@ -76,9 +76,7 @@ def profiles(
             means[:, span.start] = np.clip(part[:, 0], -1.0, 1.0)
             continue
         part = np.clip(part, 0.0, None)
-        total = part.sum(axis=1, keepdims=True)
-        uniform = np.full_like(part, 1.0 / part.shape[1])
-        means[:, span.start : span.end] = np.where(
-            total > 0, part / np.where(total > 0, total, 1), uniform
-        )
+        empty = part.sum(axis=1, keepdims=True) <= 0  # every level noised below 0: uniform
+        part = np.where(empty, 1.0, part)
+        means[:, span.start : span.end] = part / part.sum(axis=1, keepdims=True)
     return means

@@ -186,7 +186,6 @@ class PrivacyLedger:
             open_release.steps += min(prepaid_steps, self.steps_left(self.releases[-1]))
         view = PrivacyLedger(self.epsilon_target, self.delta, self.accountant)
         view.releases, view.notes = releases, list(self.notes)
-        view.noise_source = self.noise_source
         spent = view.epsilon()
         for release in releases:
             if release.name in self._step_limits:
