@@ -211,12 +211,23 @@ def main() -> None:
         help="train on a random subset of this many rows: a small table, simulated on Adult",
     )
     parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="print mean validation AUROC per candidate (over seeds) from the CSV, and stop",
+    )
+    parser.add_argument(
         "--positives",
         type=int,
         default=None,
         help="with --rows: this many of them positive (a small imbalanced table)",
     )
     args = parser.parse_args()
+    if args.summary:
+        rows = pd.read_csv(OUT)
+        rows = rows[rows["name"].isin(args.only)] if args.only != list(CANDIDATES) else rows
+        scores = rows.groupby("name", sort=False)["validation_mean_auroc"]
+        print(scores.agg(["mean", "count"]).round(3).to_string())
+        return
 
     table, train_rows, _test_rows_never_used = load_split(
         compose_run_config(["dataset=adult"]).dataset
