@@ -16,6 +16,9 @@ from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD, poisson_batch
 
 # Rows per class for the class-profile loss: expected rows (not samples), so few are enough.
 PROFILE_ROWS = 128
+# Fewest fake rows per step. G's BatchNorm needs a real batch, and fakes cost no privacy, so a
+# tiny table (whose expected Poisson batch can round to one row) must not shrink G's batch.
+MIN_FAKE_BATCH = 64
 
 
 class CGANTrainer:
@@ -42,7 +45,7 @@ class CGANTrainer:
         self.one_hot = F.one_hot(labels, label_probs.numel()).float()
         self.label_probs = label_probs
         self.sample_rate = sample_rate
-        self.expected_batch = expected_batch
+        self.fake_batch = max(expected_batch, MIN_FAKE_BATCH)
         self.auxiliary_weight = auxiliary_weight
         self.class_profiles = class_profiles
         self.moment_weight = moment_weight if class_profiles is not None else 0.0
@@ -64,7 +67,7 @@ class CGANTrainer:
         size = len(index)
         # At least a full batch of fakes so BatchNorm in G sees a real batch; one per pair used.
         with torch.no_grad():
-            fake_x, fake_y, _ = self.fake(max(size, self.expected_batch))
+            fake_x, fake_y, _ = self.fake(max(size, self.fake_batch))
         pair_x = torch.stack([self.features[index], fake_x[:size]], dim=1)
         pair_y = torch.stack([self.one_hot[index], fake_y[:size]], dim=1)
         self.critic.zero_grad()
@@ -86,7 +89,7 @@ class CGANTrainer:
         """
         self.generator_optimizer.zero_grad(set_to_none=True)
         profile_loss = self.profile_loss() if self.moment_weight > 0 else 0.0
-        fake_x, fake_y, codes = self.fake(self.expected_batch)
+        fake_x, fake_y, codes = self.fake(self.fake_batch)
         with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
             logits, class_logits = discriminator(fake_x, fake_y)
             loss = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))

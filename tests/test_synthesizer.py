@@ -150,6 +150,18 @@ def test_small_table_caps_the_sampling_rate():
     assert model.metrics["discriminator_steps"] == 20  # 2 epochs at rate 0.1
 
 
+def test_a_table_whose_expected_batch_is_one_row_still_trains():
+    """CI once drew a noisy row count of ~12 for a 30-row table: 10% of it rounds to a one-row
+    batch, which G's BatchNorm cannot take. Fakes cost no privacy, so G keeps a real batch."""
+    train = TrainConfig(steps=6, batch_size=500, max_sample_rate=0.1, progress=False)
+    privacy = PrivacyConfig(noise_seed=0)
+    model = DPCGAN(epsilon=4.0, device="cpu", model=SMALL["model"], train=train, privacy=privacy)
+    model.fit(toy_table(8), "y", SCHEMA)
+    assert model.metrics["expected_batch_size"] == 1
+    assert model.metrics["discriminator_steps"] == 6
+    assert len(model.sample(20)) == 20
+
+
 def test_n_critic_discriminator_steps_per_generator_step(monkeypatch):
     from rdpgan.training import CGANTrainer
 
