@@ -127,7 +127,8 @@ def outside_guarantee(result, bound: np.ndarray) -> list[str]:
 
 
 def test_a_dp_run_stays_inside_its_guarantee(tmp_path, tiny_csv):
-    run, result = report_of(tmp_path, tiny_csv, "epsilon=1", "delta=1e-3")
+    # Seeded noise: the check has sampling slack, and CI should not depend on the draw.
+    run, result = report_of(tmp_path, tiny_csv, "epsilon=1", "delta=1e-3", "privacy.noise_seed=0")
     bound = guarantee_tpr(read_json(run / "privacy.json"))
     assert outside_guarantee(result, bound) == []
     # Control: the same check on the same rows catches a synthetic table that leaks them.
