@@ -22,7 +22,7 @@ from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig, OmegaConf
 
 from rdpgan.config import RunConfig, register_configs
-from rdpgan.errors import UserInputError
+from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import read_json, write_json
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
@@ -32,11 +32,6 @@ ConfigT = TypeVar("ConfigT")
 def fail(message: str) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def precheck_overrides(config_name: str, args: list[str]) -> None:

@@ -68,7 +68,7 @@ def evaluate_run(
     synthetic = schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
     if real_scores is None and real:  # first: it is the step that can fail on bad input
         cfg = read_run_config(run_dir)
-        real_rows = load_run_tables(cfg)[0]
+        real_rows = load_run_tables(cfg, run_dir)[0]
         real_scores = score_table(real_rows, test, schema, target, positive, seed, n_jobs)
     result = score_table(synthetic, test, schema, target, positive, seed, n_jobs).to_dict()
     if real_scores is not None:

@@ -1,8 +1,10 @@
 """A run directory's private tables, rebuilt from its ``run.json`` (never stored in the run).
 
 Shared by everything that needs a run's training rows after the fact (resume, evaluation, the
-privacy report): the same file, split seed and schema settings give the same rows, and the
-same run seed gives a private schema the same noise, so nothing new is released.
+privacy report): the same file, split seed and schema settings give the same rows. A private
+schema is released once, with the run's DP noise (OS entropy unless ``privacy.noise_seed``),
+and recorded in ``schema.json``; later readers take it from there, so nothing is released
+twice and the noise never follows from the run's ``seed``.
 """
 
 from __future__ import annotations
@@ -13,16 +15,45 @@ import numpy as np
 import pandas as pd
 
 from rdpgan.config import RunConfig
-from rdpgan.errors import UserInputError
+from rdpgan.data.schema import Schema
+from rdpgan.errors import UserInputError, first_line
+from rdpgan.io import read_json, write_json
 from rdpgan.privacy.private_schema import SchemaRelease, load_tables
 
-SCHEMA_STREAM = 1  # keeps the schema's noise apart from the label and training noise
+SCHEMA_STREAM = 1  # keeps a seeded schema's noise apart from the label and training noise
+RELEASED_SCHEMA = "schema.json"
 
 
-def load_run_tables(cfg: RunConfig) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
-    """Train rows, held-out test rows and the schema with its cost."""
-    rng = np.random.default_rng([cfg.seed, SCHEMA_STREAM])
-    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, rng)
+def load_run_tables(
+    cfg: RunConfig, run_dir: Path | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
+    """Train rows, held-out test rows and the schema with its cost.
+
+    ``run_dir`` None: a fresh run, which releases its private schema now (record it with
+    :func:`record_schema`). Otherwise the run's recorded schema is reused.
+    """
+    released = None
+    if run_dir is not None and cfg.schema.source == "private":
+        released = _recorded_schema(run_dir)
+    seed = cfg.privacy.noise_seed
+    rng = np.random.default_rng(None if seed is None else [seed, SCHEMA_STREAM])
+    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, rng, released)
+
+
+def record_schema(run_dir: Path, cfg: RunConfig, release: SchemaRelease) -> None:
+    """Keep a private schema beside the run (it is a DP release: as safe as ``model.json``)."""
+    if cfg.schema.source == "private":
+        write_json(run_dir / RELEASED_SCHEMA, release.schema.to_specs())
+
+
+def _recorded_schema(run_dir: Path) -> Schema:
+    path = run_dir / RELEASED_SCHEMA
+    if not path.is_file():
+        raise UserInputError(f"{run_dir} has no {RELEASED_SCHEMA}: its private schema is lost")
+    try:
+        return Schema.from_specs(read_json(path))
+    except Exception as exc:  # JSON, a wrong shape, or an invalid column alike
+        raise UserInputError(f"{path} is not a valid schema: {first_line(exc)}") from exc
 
 
 def require_finished(run_dir: Path, *names: str) -> None:

@@ -29,7 +29,7 @@ from rdpgan.config import RunConfig, register_configs
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
 from rdpgan.privacy.ledger import validate_budget
-from rdpgan.runs import load_run_tables
+from rdpgan.runs import RELEASED_SCHEMA, load_run_tables, record_schema
 from rdpgan.synthesizer import DPCGAN, TrainingInterrupted
 
 register_configs()
@@ -58,7 +58,12 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         seed=cfg.seed,
         device=cfg.device,
     )
-    writing(out, lambda: write_run_config(out, cfg))
+
+    def record_run() -> None:
+        write_run_config(out, cfg)
+        record_schema(out, cfg, schema)
+
+    writing(out, record_run)
     positive = cfg.dataset.positive_label if schema.one_vs_rest is None else str(schema.one_vs_rest)
     model.fit(train_rows, cfg.dataset.target, schema, positive, checkpoint_dir=out)
     return finish(model, test_rows, cfg, out)
@@ -69,13 +74,13 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
     saved = read_run_config(out)
     check_sample_size(cfg.sample.n)
     saved.data.root = cfg.data.root or saved.data.root
-    train_rows, test_rows, _ = load_run_tables(saved)  # same seed: the same schema and rows
+    train_rows, test_rows, _ = load_run_tables(saved, out)  # the run's own schema and rows
     return DPCGAN.resume(out, train_rows, device=cfg.device), test_rows
 
 
 def refuse_used_directory(out: Path) -> None:
     """A fresh run never overwrites another run's ledger (its budget may be spent)."""
-    for name in ("privacy.json", "checkpoint.json"):
+    for name in ("privacy.json", "checkpoint.json", RELEASED_SCHEMA):
         if (out / name).is_file():
             raise UserInputError(
                 f"{out} already holds a run ({name}); continue it with resume=true or choose "

@@ -33,9 +33,9 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rdpgan.cli import compose_run_config, existing_files, first_line, remove_new_files
+from rdpgan.cli import compose_run_config, existing_files, remove_new_files
 from rdpgan.data.datasets import load_split
-from rdpgan.errors import UserInputError
+from rdpgan.errors import UserInputError, first_line
 from rdpgan.evaluate import score_table
 from rdpgan.io import atomic_write
 from rdpgan.train import run as train_run

@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 import yaml
 
+from rdpgan.cli import compose_run_config, read_run_config
 from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.errors import UserInputError
+from rdpgan.privacy import private_schema as private_schema_module
 from rdpgan.privacy.ledger import recompute_epsilon
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism_probabilities
 from rdpgan.privacy.private_schema import (
@@ -22,6 +24,7 @@ from rdpgan.privacy.private_schema import (
     resolve_schema,
     round_quantile_scores,
 )
+from rdpgan.runs import load_run_tables
 from tests.conftest import FAST, train_cli
 
 TINY = [*FAST, "train.steps=4", "sample.n=50"]
@@ -63,7 +66,7 @@ def read(run, name):
     return json.loads((run / name).read_text())
 
 
-def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv):
+def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monkeypatch):
     result = train_cli(
         tmp_path,
         *csv_args(messy_csv, "schema=private", "+schema.candidates.city=[Paris,Lyon,Nice,Rome]"),
@@ -90,6 +93,41 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv):
     assert not (run / "PRIVACY_WARNING.txt").exists()
     synthetic = pd.read_csv(run / "synthetic.csv")
     assert set(synthetic["grade"]) <= {"A", "not A"}
+
+    # Resume, evaluation and the report read the released schema back: nothing is released twice.
+    assert read(run, "schema.json") == read(run, "model.json")["schema"]
+    monkeypatch.setattr(private_schema_module, "private_schema", forbidden_release)
+    train, _, again = load_run_tables(read_run_config(run), run)
+    assert again.schema.to_specs() == read(run, "schema.json") and not again.releases
+    assert list(train.columns) == list(columns)
+    (run / "schema.json").unlink()
+    with pytest.raises(UserInputError, match=r"schema\.json"):
+        load_run_tables(read_run_config(run), run)
+
+
+def forbidden_release(*args, **kwargs):
+    raise AssertionError("the private schema was released a second time")
+
+
+def test_the_private_schema_noise_does_not_follow_from_the_seed(messy_csv, monkeypatch):
+    """Fresh OS entropy per release unless privacy.noise_seed is set, and `seed` plays no part."""
+    states = []
+
+    def spy(*args):
+        states.append(args[-1].bit_generator.state["state"])
+        return private_schema(*args)
+
+    monkeypatch.setattr(private_schema_module, "private_schema", spy)
+    base = csv_args(messy_csv, "schema=private", "+schema.candidates.grade=[A,B,C]")
+    for overrides in (
+        ["seed=1"],
+        ["seed=1"],
+        ["seed=1", "privacy.noise_seed=5"],
+        ["seed=2", "privacy.noise_seed=5"],
+    ):
+        load_run_tables(compose_run_config([*base, *overrides]))
+    assert states[0] != states[1]  # same seed, fresh noise
+    assert states[2] == states[3]  # seeded noise: reproducible, whatever the seed
 
 
 def test_unsafe_inference_marks_every_output(tmp_path, messy_csv):

@@ -71,7 +71,7 @@ def small_adult_frames(trained_run, small_adult):
     model = DPCGAN.load(trained_run)
     cfg = read_run_config(trained_run)
     cfg.data.root = str(small_adult)  # the run found its data through $RDPGAN_DATA_DIR
-    train, holdout, _ = load_run_tables(cfg)
+    train, holdout, _ = load_run_tables(cfg, trained_run)
     assert isinstance(model.transformer, TableTransformer)
     return model.transformer, train, holdout
 
@@ -132,7 +132,7 @@ def test_a_dp_run_stays_inside_its_guarantee(tmp_path, tiny_csv):
     bound = guarantee_tpr(read_json(run / "privacy.json"))
     assert outside_guarantee(result, bound) == []
     # Control: the same check on the same rows catches a synthetic table that leaks them.
-    train, holdout, _ = load_run_tables(read_run_config(run))
+    train, holdout, _ = load_run_tables(read_run_config(run), run)
     leak = audit(DPCGAN.load(run).transformer, train, holdout, synthetic=train, seed=0)
     assert outside_guarantee(leak, bound) != []
     assert "δ = 0.001)-DP by the `rdp` accountant" in (run / "report.md").read_text()

@@ -15,7 +15,7 @@ from sklearn.model_selection import train_test_split
 
 from rdpgan.config import DatasetConfig
 from rdpgan.data.schema import Categorical, Schema
-from rdpgan.errors import UserInputError
+from rdpgan.errors import UserInputError, first_line
 
 DATA_ENV = "RDPGAN_DATA_DIR"
 DOWNLOAD_HINT = "python scripts/download_data.py"
@@ -71,8 +71,7 @@ def read_frame(config: DatasetConfig, root: str | None = None) -> pd.DataFrame:
             skip_blank_lines=True,
         )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserInputError(f"cannot read {path}: {first_line}") from exc
+        raise UserInputError(f"cannot read {path}: {first_line(exc)}") from exc
     if frame.empty:
         raise UserInputError(f"{path} has no data rows")
     if frame.shape[1] == 1:

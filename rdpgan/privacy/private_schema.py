@@ -350,10 +350,13 @@ def resolve_schema(
     config: SchemaConfig,
     epsilon: float,
     rng: np.random.Generator,
+    released: Schema | None = None,
 ) -> tuple[pd.DataFrame, SchemaRelease]:
     """The training rows (relabelled, restricted to the schema) and the schema's release.
 
     ``frame`` must be the training split only: nothing here may look at held-out rows.
+    ``released`` is a private schema this run has already paid for: it is used as it is, so
+    resuming or evaluating a run releases nothing new.
     """
     if config.source not in SOURCES:
         raise UserInputError(f"schema.source must be one of {', '.join(SOURCES)}")
@@ -374,6 +377,8 @@ def resolve_schema(
                 ]
             )
         release = SchemaRelease(declared)
+    elif config.source == "private" and released is not None:
+        release = SchemaRelease(released)
     elif config.source == "private":
         if not 0.0 < config.epsilon_fraction < 1.0:
             raise UserInputError("schema.epsilon_fraction must be in (0, 1)")
@@ -394,6 +399,7 @@ def load_tables(
     root: str | None,
     epsilon: float,
     rng: np.random.Generator,
+    released: Schema | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """(train rows, held-out test rows, schema release) for a run, each split conformed.
 
@@ -409,7 +415,7 @@ def load_tables(
         train, test = split(frame, dataset.target, dataset.test_size, dataset.split_seed)
         return train, test, release
     raw_train, raw_test = split(frame, dataset.target, dataset.test_size, dataset.split_seed)
-    train, release = resolve_schema(raw_train, dataset, config, epsilon, rng)
+    train, release = resolve_schema(raw_train, dataset, config, epsilon, rng, released)
     train = _conform_inferred(train, release.schema)
     check_target(train, release.schema, dataset.target)
     test = raw_test.drop(columns=list(config.drop))
