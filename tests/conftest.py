@@ -8,9 +8,18 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One thread per xdist worker (and per CLI it starts): two workers that each run torch on
+    every core oversubscribe the machine and run several times slower than one core each."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
