@@ -13,7 +13,8 @@ from itertools import pairwise
 import torch
 from torch import nn
 
-from rdpgan.transform import Span
+from rdpgan.config import ModelConfig
+from rdpgan.transform import Span, TableTransformer
 
 
 def _mlp(sizes: Sequence[int], make_block) -> nn.Sequential:
@@ -70,6 +71,19 @@ class Generator(nn.Module):
         self.register_buffer("tanh_gate", torch.tensor(gate, dtype=torch.long), persistent=False)
         gated = [s.gate is not None for s in tanh_spans]
         self.register_buffer("tanh_gated", torch.tensor(gated, dtype=torch.bool), persistent=False)
+
+    @classmethod
+    def for_table(cls, config: ModelConfig, transformer: TableTransformer) -> Generator:
+        """G for a transformer's encoding, as training, loading and the benchmarks build it."""
+        return cls(
+            config.latent_dim,
+            transformer.n_classes,
+            config.generator_hidden,
+            transformer.spans,
+            transformer.width,
+            config.gumbel_tau,
+            config.straight_through,
+        )
 
     def forward(self, z: torch.Tensor, y: torch.Tensor, hard: bool | None = None) -> torch.Tensor:
         """A batch of encoded rows; ``hard`` (default: ``straight_through``) gives one-hots."""
@@ -162,6 +176,16 @@ class Discriminator(nn.Module):
         self.head = nn.Linear(sizes[-1], 1)
         self.embed = nn.Linear(n_classes, sizes[-1], bias=False) if auxiliary_classifier else None
         self.classifier = nn.Linear(sizes[-1], n_classes) if auxiliary_classifier else None
+
+    @classmethod
+    def for_table(cls, config: ModelConfig, transformer: TableTransformer) -> Discriminator:
+        """D for a transformer's encoding (an AC-GAN critic when ``auxiliary_weight`` > 0)."""
+        return cls(
+            transformer.width,
+            transformer.n_classes,
+            config.discriminator_hidden,
+            auxiliary_classifier=config.auxiliary_weight > 0,
+        )
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Realness logits, and class logits (or None without the auxiliary classifier)."""

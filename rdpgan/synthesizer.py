@@ -43,7 +43,7 @@ from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger, Release, validate_budget
 from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
 from rdpgan.privacy.private_schema import SchemaRelease
-from rdpgan.training import CGANTrainer
+from rdpgan.training import CGANTrainer, adam_optimizers
 from rdpgan.transform import TableTransformer
 
 MODEL_FORMAT = 1
@@ -225,18 +225,9 @@ class DPCGAN:
         sample_rate = min(cfg.max_sample_rate, cfg.batch_size / self.released_rows)
         expected_batch = max(1, round(sample_rate * self.released_rows))
         self.generator = self._build_generator()
-        discriminator = Discriminator(
-            self.transformer.width,
-            self.transformer.n_classes,
-            self.model_config.discriminator_hidden,
-            auxiliary_classifier=self.model_config.auxiliary_weight > 0,
-        ).to(self.device)
-        g_opt = torch.optim.Adam(
-            self.generator.parameters(), lr=cfg.generator_lr, betas=tuple(cfg.betas)
-        )
-        d_opt = torch.optim.Adam(
-            discriminator.parameters(), lr=cfg.discriminator_lr, betas=tuple(cfg.betas)
-        )
+        discriminator = Discriminator.for_table(self.model_config, self.transformer)
+        discriminator = discriminator.to(self.device)
+        g_opt, d_opt = adam_optimizers(self.generator, discriminator, cfg)
         first_step, history = 1, []
         if resume_from is not None:
             meta, tensors = resume_from
@@ -288,16 +279,7 @@ class DPCGAN:
 
     def _build_generator(self) -> Generator:
         assert self.transformer is not None
-        cfg = self.model_config
-        return Generator(
-            cfg.latent_dim,
-            self.transformer.n_classes,
-            cfg.generator_hidden,
-            self.transformer.spans,
-            self.transformer.width,
-            cfg.gumbel_tau,
-            cfg.straight_through,
-        ).to(self.device)
+        return Generator.for_table(self.model_config, self.transformer).to(self.device)
 
     def _release_label_counts(self, counts: np.ndarray, noise: np.random.Generator) -> np.ndarray:
         assert self.ledger is not None

@@ -9,8 +9,10 @@ not know which.
 from __future__ import annotations
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
+from rdpgan.config import TrainConfig
 from rdpgan.models import Generator
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD, poisson_batch
 
@@ -19,6 +21,17 @@ PROFILE_ROWS = 128
 # Fewest fake rows per step. G's BatchNorm needs a real batch, and fakes cost no privacy, so a
 # tiny table (whose expected Poisson batch can round to one row) must not shrink G's batch.
 MIN_FAKE_BATCH = 64
+
+
+def adam_optimizers(
+    generator: Generator, discriminator: nn.Module, config: TrainConfig
+) -> tuple[torch.optim.Adam, torch.optim.Adam]:
+    """(G's optimizer, D's optimizer) with the run's learning rates and betas."""
+    betas = (config.betas[0], config.betas[1])
+    return (
+        torch.optim.Adam(generator.parameters(), lr=config.generator_lr, betas=betas),
+        torch.optim.Adam(discriminator.parameters(), lr=config.discriminator_lr, betas=betas),
+    )
 
 
 class CGANTrainer:

@@ -29,7 +29,7 @@ from rdpgan.io import atomic_write
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger
-from rdpgan.training import CGANTrainer
+from rdpgan.training import CGANTrainer, adam_optimizers
 from rdpgan.transform import TableTransformer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,23 +43,9 @@ def make_trainer(private: bool, seed: int = 0) -> CGANTrainer:
     labels = torch.as_tensor(transformer.encode_labels(train_rows))
     model, train = ModelConfig(), TrainConfig()
     torch.manual_seed(seed)
-    generator = Generator(
-        model.latent_dim,
-        2,
-        model.generator_hidden,
-        transformer.spans,
-        transformer.width,
-        model.gumbel_tau,
-        model.straight_through,
-    )
-    discriminator = Discriminator(
-        transformer.width,
-        2,
-        model.discriminator_hidden,
-        auxiliary_classifier=model.auxiliary_weight > 0,
-    )
-    g_opt = torch.optim.Adam(generator.parameters(), lr=train.generator_lr)
-    d_opt = torch.optim.Adam(discriminator.parameters(), lr=train.discriminator_lr)
+    generator = Generator.for_table(model, transformer)
+    discriminator = Discriminator.for_table(model, transformer)
+    g_opt, d_opt = adam_optimizers(generator, discriminator, train)
     sample_rate = train.batch_size / len(train_rows)
     if private:
         ledger = PrivacyLedger(1e6, 1e-5, "rdp")  # a budget that never stops the benchmark
