@@ -1,9 +1,12 @@
-"""Crash-safe training state: tensors in ``checkpoint.pt``, everything else in ``checkpoint.json``.
+"""Crash-safe training state: tensors in ``checkpoint.a.pt`` or ``checkpoint.b.pt``, everything
+else in ``checkpoint.json``.
 
 The tensors (weights, optimizer moments, RNG state) load with ``torch.load(weights_only=True)``,
-so a tampered file cannot run code; the metadata is plain JSON. Both files are written
-atomically, tensors first; each carries the step, and a pair whose steps disagree (a crash
-between the two renames) is refused rather than half-used.
+so a tampered file cannot run code; the metadata is plain JSON. A save writes the tensors to
+the slot the current ``checkpoint.json`` does *not* name, then atomically replaces the JSON,
+which names the new slot: the JSON is the commit point, so a process killed at any moment
+leaves the last complete pair (a single tensors file would be half a step ahead of its JSON
+after a kill between the two writes, and the run could not be resumed).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import torch
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
 
-WEIGHTS = "checkpoint.pt"
+SLOTS = ("checkpoint.a.pt", "checkpoint.b.pt")
 META = "checkpoint.json"
 
 
@@ -28,9 +31,20 @@ def exists(directory: str | Path) -> bool:
 
 def save(directory: str | Path, step: int, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
     directory = Path(directory)
+    slot = SLOTS[1] if _committed_slot(directory) == SLOTS[0] else SLOTS[0]
     payload = {**tensors, "step": torch.tensor(step)}
-    atomic_write(directory / WEIGHTS, lambda tmp: torch.save(payload, tmp))
-    write_json(directory / META, {**meta, "step": step})
+    atomic_write(directory / slot, lambda tmp: torch.save(payload, tmp))
+    write_json(directory / META, {**meta, "step": step, "weights": slot})
+    for stale in SLOTS:
+        if stale != slot:
+            (directory / stale).unlink(missing_ok=True)
+
+
+def _committed_slot(directory: Path) -> str | None:
+    try:
+        return json.loads((directory / META).read_text()).get("weights")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def load(
@@ -44,13 +58,15 @@ def load(
     directory = Path(directory)
     if not exists(directory):
         raise UserInputError(f"no checkpoint to resume in {directory} ({META} is missing)")
+    slot = None
     try:
         meta = json.loads((directory / META).read_text())
-        tensors = torch.load(directory / WEIGHTS, map_location="cpu", weights_only=True)
+        slot = meta.get("weights") if isinstance(meta, dict) else None
+        if slot not in SLOTS:  # never a path from the file: it could point anywhere
+            raise ValueError(f"{META} names no tensors file")
+        tensors = torch.load(directory / slot, map_location="cpu", weights_only=True)
     except FileNotFoundError as exc:
-        raise UserInputError(
-            f"checkpoint in {directory} is incomplete: {WEIGHTS} is missing"
-        ) from exc
+        raise UserInputError(f"checkpoint in {directory} is incomplete: {slot} is missing") from exc
     except (
         json.JSONDecodeError,
         pickle.UnpicklingError,

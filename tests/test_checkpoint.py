@@ -71,6 +71,8 @@ def test_sigkill_then_resume_ends_with_the_uninterrupted_ledger(
     time.sleep(random.uniform(0.0, 0.5))  # somewhere inside a block of steps
     process.kill()
     process.wait()
+    if json.loads((run / "checkpoint.json").read_text())["finished"]:
+        pytest.skip("training finished before the kill arrived")
     on_disk = ledger(run)
     checkpoint_step = json.loads((run / "checkpoint.json").read_text())["step"]
     # Written ahead: the file already covers every step the killed process could have taken.
@@ -137,11 +139,14 @@ def _without_generator(path: Path) -> None:
     torch.save(tensors, path)
 
 
+TENSORS = "the tensors file checkpoint.json names"
+
+
 @pytest.mark.parametrize(
     ("name", "damage"),
     [
-        ("checkpoint.pt", _truncate),
-        ("checkpoint.pt", _without_generator),
+        (TENSORS, _truncate),
+        (TENSORS, _without_generator),
         ("checkpoint.json", lambda p: p.write_text("[1, 2]")),
         ("checkpoint.json", _without_history),
         ("privacy.json", lambda p: p.write_text('{"epsilon_target": 1}')),
@@ -161,6 +166,8 @@ def test_a_damaged_checkpoint_or_ledger_is_a_one_line_error_on_resume(
 ):
     run = tmp_path / "run"
     shutil.copytree(trained_run, run)
+    if name == TENSORS:
+        name = json.loads((run / "checkpoint.json").read_text())["weights"]
     damage(run / name)
     before = sorted(p.name for p in run.rglob("*"))
     result = train_cli(tmp_path, "resume=true", root=small_adult)
@@ -190,9 +197,35 @@ def test_checkpoint_files_are_weights_only_and_checked_for_consistency(tmp_path)
     checkpoint.save(tmp_path, 7, {"w": torch.ones(2)}, {"finished": False})
     meta, tensors = checkpoint.load(tmp_path)
     assert meta["step"] == 7 and torch.equal(tensors["w"], torch.ones(2))
-    (tmp_path / checkpoint.META).write_text(json.dumps({"step": 8}))
+    weights = tmp_path / meta["weights"]
+    (tmp_path / checkpoint.META).write_text(json.dumps({**meta, "step": 8}))
     with pytest.raises(UserInputError, match="inconsistent"):
         checkpoint.load(tmp_path)
-    (tmp_path / checkpoint.WEIGHTS).write_bytes(b"not a checkpoint")
+    (tmp_path / checkpoint.META).write_text(json.dumps({**meta, "weights": "../../etc/passwd"}))
     with pytest.raises(UserInputError, match="damaged"):
         checkpoint.load(tmp_path)
+    (tmp_path / checkpoint.META).write_text(json.dumps(meta))
+    weights.write_bytes(b"not a checkpoint")
+    with pytest.raises(UserInputError, match="damaged"):
+        checkpoint.load(tmp_path)
+
+
+def test_a_kill_between_the_tensors_and_the_json_leaves_the_last_complete_checkpoint(
+    tmp_path, monkeypatch
+):
+    import torch
+
+    from rdpgan import checkpoint
+
+    checkpoint.save(tmp_path, 10, {"w": torch.zeros(2)}, {"finished": False})
+    checkpoint.save(tmp_path, 20, {"w": torch.ones(2)}, {"finished": False})
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the process dies after the tensors, before the JSON
+
+    monkeypatch.setattr(checkpoint, "write_json", killed)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.save(tmp_path, 30, {"w": torch.full((2,), 2.0)}, {"finished": False})
+    meta, tensors = checkpoint.load(tmp_path)
+    assert meta["step"] == 20 and torch.equal(tensors["w"], torch.ones(2))
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == list(checkpoint.SLOTS)
