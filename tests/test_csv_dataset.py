@@ -72,6 +72,7 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
         *csv_args(messy_csv, "schema=private", "+schema.candidates.city=[Paris,Lyon,Nice,Rome]"),
         "schema.drop=[row_id]",
         "epsilon=4",
+        "privacy.noise_seed=0",
     )
     assert result.returncode == 0, result.stderr
     run = tmp_path / "run"

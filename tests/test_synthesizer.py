@@ -40,7 +40,8 @@ def toy_table(n: int = 1200, seed: int = 0) -> pd.DataFrame:
 
 
 def test_fit_sample_save_load_round_trip(tmp_path):
-    model = DPCGAN(epsilon=4.0, delta=1e-5, seed=3, device="cpu", **SMALL)
+    privacy = PrivacyConfig(noise_seed=0)
+    model = DPCGAN(epsilon=4.0, delta=1e-5, seed=3, device="cpu", privacy=privacy, **SMALL)
     model.fit(toy_table(), target="y", schema=SCHEMA, positive_label=1)
     sample = model.sample(500)
     assert list(sample.columns) == ["x", "n", "c", "y"]
@@ -143,7 +144,8 @@ def test_device_auto_uses_cpu_without_a_gpu():
 
 def test_small_table_caps_the_sampling_rate():
     train = TrainConfig(epochs=2, batch_size=500, max_sample_rate=0.1, progress=False)
-    model = DPCGAN(epsilon=4.0, device="cpu", model=SMALL["model"], train=train)
+    privacy = PrivacyConfig(noise_seed=0)  # the rate follows the noisy row count
+    model = DPCGAN(epsilon=4.0, device="cpu", model=SMALL["model"], train=train, privacy=privacy)
     model.fit(toy_table(300), "y", SCHEMA)
     assert model.metrics["sample_rate"] == pytest.approx(0.1)
     assert model.metrics["expected_batch_size"] == pytest.approx(30, abs=3)
