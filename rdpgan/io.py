@@ -24,7 +24,12 @@ _UMASK = _current_umask()
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)`` then rename the temporary file onto ``path``."""
+    """Call ``write(tmp_path)`` then rename the temporary file onto ``path``.
+
+    The data is flushed to disk before the rename and the rename before returning, so even
+    after a power cut ``path`` holds the old or the new content, and files written in order
+    (a checkpoint's tensors, then the JSON that names them) reach the disk in that order.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -32,12 +37,22 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     try:
         write(Path(tmp))
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide a file meant for sharing
+        _fsync(tmp)
         os.replace(tmp, path)
+        _fsync(path.parent)
     except BaseException:
         with suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
     return path
+
+
+def _fsync(path: str | Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_json(path: str | Path, payload: Any) -> Path:
