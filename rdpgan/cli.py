@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn, TypeVar
@@ -102,13 +102,14 @@ def _hydra_own(path: Path) -> bool:
     return ".hydra" in path.parts or path.suffix == ".log"
 
 
-def remove_new_files(directory: Path, before: set[Path]) -> None:
-    """Undo a failed run: delete what it created, and the run directory if Hydra made it for us.
+def remove_new_files(directory: Path, before: set[Path], keep: Collection[str] = ()) -> None:
+    """Undo a failed run: delete what it created (but files named in ``keep``), and the run
+    directory if Hydra made it for us and nothing is kept.
 
     ``before`` is the listing taken when the job started (Hydra's own files already in it).
     """
     for path in sorted(existing_files(directory) - before, reverse=True):  # deepest first
-        if _hydra_own(path):
+        if _hydra_own(path) or path.name in keep:
             continue
         if path.is_file():
             path.unlink()

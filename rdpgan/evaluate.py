@@ -3,7 +3,8 @@
 Eight classifiers are trained on ``synthetic.csv`` and scored by AUROC on the run's held-out
 real rows (``test.csv``); the same eight trained on the real train split give the ``real``
 reference row. The real train split is rebuilt from the run's own ``run.json`` (same file,
-same split seed), so it never has to be written into the run directory.
+same split seed) and, for a private schema, its ``schema.json``, so it never has to be written
+into the run directory.
 """
 
 from __future__ import annotations

@@ -24,20 +24,20 @@ SCHEMA_STREAM = 1  # keeps a seeded schema's noise apart from the label and trai
 RELEASED_SCHEMA = "schema.json"
 
 
-def load_run_tables(
-    cfg: RunConfig, run_dir: Path | None = None
-) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
-    """Train rows, held-out test rows and the schema with its cost.
-
-    ``run_dir`` None: a fresh run, which releases its private schema now (record it with
-    :func:`record_schema`). Otherwise the run's recorded schema is reused.
-    """
-    released = None
-    if run_dir is not None and cfg.schema.source == "private":
-        released = _recorded_schema(run_dir)
+def release_run_tables(cfg: RunConfig) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
+    """A fresh run's train rows, held-out test rows and schema: a private schema is released
+    now, with fresh noise (record it with :func:`record_schema` before anything can fail)."""
     seed = cfg.privacy.noise_seed
     rng = np.random.default_rng(None if seed is None else [seed, SCHEMA_STREAM])
-    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, rng, released)
+    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, rng)
+
+
+def load_run_tables(
+    cfg: RunConfig, run_dir: Path
+) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
+    """An existing run's tables, with the schema it already released (nothing new is drawn)."""
+    released = _recorded_schema(run_dir) if cfg.schema.source == "private" else None
+    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, None, released)
 
 
 def record_schema(run_dir: Path, cfg: RunConfig, release: SchemaRelease) -> None:

@@ -78,6 +78,19 @@ def resolve_device(device: str) -> torch.device:
 SchemaLike = Schema | SchemaRelease | Sequence[ColumnSpec | dict]
 
 
+def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainConfig) -> None:
+    """Settings that would otherwise fail deep inside numpy or torch, after a release."""
+    fraction = privacy.class_means_fraction
+    if model.moment_weight > 0 and not 0.0 < fraction < 1.0:
+        raise UserInputError(f"privacy.class_means_fraction must be in (0, 1), got {fraction}")
+    if privacy.noise_seed is not None and privacy.noise_seed < 0:
+        raise UserInputError(f"privacy.noise_seed must be >= 0, got {privacy.noise_seed}")
+    if len(train.betas) != 2 or not all(0.0 <= b < 1.0 for b in train.betas):
+        raise UserInputError(f"train.betas must be two numbers in [0, 1), got {train.betas}")
+    if train.generator_lr <= 0 or train.discriminator_lr <= 0:
+        raise UserInputError("train.generator_lr and train.discriminator_lr must be positive")
+
+
 def _as_release(schema: SchemaLike) -> SchemaRelease:
     """Any schema as a release; a declared one (Schema or specs) is public and costs nothing."""
     if isinstance(schema, SchemaRelease):
@@ -107,9 +120,7 @@ class DPCGAN:
         self.device = resolve_device(device)
         if self.privacy.accountant != "none":
             validate_budget(epsilon, delta)
-        fraction = self.privacy.class_means_fraction
-        if self.model_config.moment_weight > 0 and not 0.0 < fraction < 1.0:
-            raise UserInputError(f"privacy.class_means_fraction must be in (0, 1), got {fraction}")
+        _validate_settings(self.privacy, self.model_config, self.train_config)
         self.generator: Generator | None = None
         self.transformer: TableTransformer | None = None
         self.ledger: PrivacyLedger | None = None
@@ -145,14 +156,7 @@ class DPCGAN:
         torch.manual_seed(self.seed)
         # DP noise: OS entropy unless privacy.noise_seed asks for reproducible noise.
         noise = np.random.default_rng(self.privacy.noise_seed)
-        self.ledger = PrivacyLedger(self.epsilon, self.delta, self.privacy.accountant)
-        if self.privacy.noise_seed is not None:
-            self.ledger.noise_source = "seeded"
-        for note in release.notes:
-            self.ledger.warn(note)
-        for paid in release.releases:
-            if self.ledger.private:
-                self.ledger.record(paid)
+        self.ledger = self.open_ledger(release)
         assert self.transformer is not None
         counts = np.bincount(labels, minlength=self.transformer.n_classes).astype(float)
         released = self._release_label_counts(counts, noise)
@@ -163,12 +167,31 @@ class DPCGAN:
             self.class_profiles = self._release_class_profiles(features, labels, released, noise)
         return self._train(features, labels, checkpoint_dir, started)
 
+    def open_ledger(self, schema: SchemaLike) -> PrivacyLedger:
+        """The ledger a fit on ``schema`` starts from: the schema's own releases and opt-outs.
+
+        Public so that a caller which released a schema can put it on disk before anything
+        else can fail (a paid release must never go unrecorded).
+        """
+        release = _as_release(schema)
+        ledger = PrivacyLedger(self.epsilon, self.delta, self.privacy.accountant)
+        if self.privacy.noise_seed is not None:
+            ledger.noise_source = "seeded"
+        for note in release.notes:
+            ledger.warn(note)
+        for paid in release.releases:
+            if ledger.private:
+                ledger.record(paid)
+        return ledger
+
     @classmethod
     def resume(cls, directory: str | Path, df: pd.DataFrame, device: str = "auto") -> DPCGAN:
         """Continue a checkpointed run on the same private rows.
 
         Steps charged before the crash stay charged (the ledger file is written ahead of the
-        steps it covers), so the resumed run can only spend what is left of the budget.
+        steps it covers), so the resumed run can only spend what is left of the budget. A run
+        that has finished or spent its budget takes no step: the generator of its last
+        checkpoint is returned as it is (sampling from it costs no privacy).
         """
         started = time.perf_counter()
         meta, tensors = checkpoint.load(directory, CHECKPOINT_META, CHECKPOINT_TENSORS)
@@ -185,13 +208,6 @@ class DPCGAN:
             raise UserInputError(
                 f"the run in {directory} has a damaged checkpoint.json or privacy.json"
             ) from exc
-        if meta["finished"] or (
-            model.ledger.private and model.ledger.steps_left(model.ledger.releases[-1]) <= 0
-        ):
-            raise UserInputError(
-                f"the run in {directory} has finished or spent its budget; it will not train "
-                "further"
-            )
         assert model.transformer is not None
         features, labels = model._encoded_rows(
             df, model.transformer.target, model.transformer.schema
@@ -246,7 +262,9 @@ class DPCGAN:
             discriminator, d_opt, sample_rate, expected_batch, first_step
         )
         if isinstance(critic, PlainSGD):  # no ledger to count down: skip the steps already done
-            d_steps -= first_step - 1
+            d_steps = max(0, d_steps - (first_step - 1))
+        if resume_from is not None and resume_from[0]["finished"]:
+            d_steps = 0
         label_probs = torch.as_tensor(self.label_probs, dtype=torch.float32, device=self.device)
         profiles = None
         if self.class_profiles is not None:
@@ -349,8 +367,8 @@ class DPCGAN:
             release = self.ledger.releases[-1]
         else:
             release = self._open_dp_sgd(planned, sample_rate, expected_batch)
-        steps = self.ledger.steps_left(release)
-        if steps <= 0:
+        steps = max(0, self.ledger.steps_left(release))
+        if steps == 0 and first_step == 1:
             raise UserInputError(
                 f"epsilon={self.epsilon} is spent before the first discriminator step "
                 "(raise epsilon or privacy.noise_multiplier)"

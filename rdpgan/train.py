@@ -2,7 +2,9 @@
 
 Outputs (each written atomically): ``synthetic.csv``, ``test.csv`` (held-out real rows),
 ``model.pt`` + ``model.json``, ``privacy.json`` (the ledger), ``metrics.json``, ``run.json``
-(the settings), and the ``checkpoint.*`` that ``resume=true`` continues from.
+(the settings), ``schema.json`` (a private schema's release), and the ``checkpoint.*`` that
+``resume=true`` continues from. A run that fails after it has spent privacy keeps its ledger
+and what it paid for (``SPENDING_RECORD``); everything else it wrote is removed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import hydra
 import pandas as pd
 from omegaconf import DictConfig
 
+from rdpgan import checkpoint
 from rdpgan.cli import (
+    RUN_RECORD,
     existing_files,
     guarded,
     precheck_overrides,
@@ -28,13 +32,16 @@ from rdpgan.cli import (
 from rdpgan.config import RunConfig, register_configs
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
-from rdpgan.privacy.ledger import validate_budget
-from rdpgan.runs import RELEASED_SCHEMA, load_run_tables, record_schema
+from rdpgan.runs import RELEASED_SCHEMA, load_run_tables, record_schema, release_run_tables
 from rdpgan.synthesizer import DPCGAN, TrainingInterrupted
 
 register_configs()
 
 WARNING_FILE = "PRIVACY_WARNING.txt"
+LEDGER = "privacy.json"
+# What a failed run keeps once its ledger is on disk: the ledger, the schema it paid for, and
+# what resume=true needs to finish the job. Deleting them would forget privacy already spent.
+SPENDING_RECORD = (LEDGER, RUN_RECORD, RELEASED_SCHEMA, checkpoint.META, *checkpoint.SLOTS)
 
 
 def run(cfg: RunConfig, out: Path) -> DPCGAN:
@@ -43,13 +50,8 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         model, test_rows = resume(cfg, out)
         return finish(model, test_rows, cfg, out)
     refuse_used_directory(out)
-    if cfg.privacy.accountant != "none":
-        validate_budget(cfg.epsilon, cfg.delta)
     check_sample_size(cfg.sample.n)
-    train_rows, test_rows, schema = load_run_tables(cfg)
-    for message in schema.messages:
-        print(f"schema: {message}", file=sys.stderr)
-    model = DPCGAN(
+    model = DPCGAN(  # first: its checks of the settings come before any release
         epsilon=cfg.epsilon,
         delta=cfg.delta,
         privacy=cfg.privacy,
@@ -58,12 +60,17 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         seed=cfg.seed,
         device=cfg.device,
     )
+    train_rows, test_rows, schema = release_run_tables(cfg)
 
     def record_run() -> None:
         write_run_config(out, cfg)
         record_schema(out, cfg, schema)
+        if schema.releases:  # paid for: in a ledger on disk before anything else can fail
+            write_json(out / LEDGER, model.open_ledger(schema).to_dict())
 
     writing(out, record_run)
+    for message in schema.messages:
+        print(f"schema: {message}", file=sys.stderr)
     positive = cfg.dataset.positive_label if schema.one_vs_rest is None else str(schema.one_vs_rest)
     model.fit(train_rows, cfg.dataset.target, schema, positive, checkpoint_dir=out)
     return finish(model, test_rows, cfg, out)
@@ -73,6 +80,8 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
     """Continue the run in ``out`` with the settings it was started with."""
     saved = read_run_config(out)
     check_sample_size(cfg.sample.n)
+    if (out / "synthetic.csv").is_file():
+        raise UserInputError(f"the run in {out} has finished; it will not train further")
     saved.data.root = cfg.data.root or saved.data.root
     train_rows, test_rows, _ = load_run_tables(saved, out)  # the run's own schema and rows
     return DPCGAN.resume(out, train_rows, device=cfg.device), test_rows
@@ -80,7 +89,7 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
 
 def refuse_used_directory(out: Path) -> None:
     """A fresh run never overwrites another run's ledger (its budget may be spent)."""
-    for name in ("privacy.json", "checkpoint.json", RELEASED_SCHEMA):
+    for name in (LEDGER, checkpoint.META, RELEASED_SCHEMA):
         if (out / name).is_file():
             raise UserInputError(
                 f"{out} already holds a run ({name}); continue it with resume=true or choose "
@@ -146,7 +155,9 @@ def _hydra_main(cfg: DictConfig) -> None:
     try:
         guarded(
             lambda: run(to_typed(cfg, RunConfig), out),
-            cleanup=lambda: remove_new_files(out, before),
+            cleanup=lambda: remove_new_files(
+                out, before, keep=SPENDING_RECORD if (out / LEDGER).is_file() else ()
+            ),
         )
     except TrainingInterrupted as stop:
         print(

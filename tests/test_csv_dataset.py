@@ -24,7 +24,7 @@ from rdpgan.privacy.private_schema import (
     resolve_schema,
     round_quantile_scores,
 )
-from rdpgan.runs import load_run_tables
+from rdpgan.runs import load_run_tables, release_run_tables
 from tests.conftest import FAST, train_cli
 
 TINY = [*FAST, "train.steps=4", "sample.n=50"]
@@ -101,9 +101,34 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
     train, _, again = load_run_tables(read_run_config(run), run)
     assert again.schema.to_specs() == read(run, "schema.json") and not again.releases
     assert list(train.columns) == list(columns)
+    specs = read(run, "schema.json")
+    (run / "schema.json").write_text(
+        json.dumps([*specs, {"name": "gone", "kind": "continuous", "lo": 0, "hi": 1}])
+    )
+    with pytest.raises(UserInputError, match="'gone', not in the data"):
+        load_run_tables(read_run_config(run), run)
     (run / "schema.json").unlink()
     with pytest.raises(UserInputError, match=r"schema\.json"):
         load_run_tables(read_run_config(run), run)
+
+
+def test_a_run_that_fails_after_its_private_schema_keeps_the_ledger(tmp_path, messy_csv):
+    """δ ≥ 1/n is only known from the rows, after the schema was released: the release stays
+    recorded (a retry would draw a second one), everything else is removed."""
+    result = train_cli(
+        tmp_path,
+        *csv_args(messy_csv, "schema=private", "+schema.candidates.city=[Paris,Lyon,Nice,Rome]"),
+        "schema.drop=[row_id]",
+        "delta=0.01",
+    )
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("schema: ")]
+    assert result.returncode == 2 and len(errors) == 1 and "1/n" in errors[0], result.stderr
+    run = tmp_path / "run"
+    kept = {p.name for p in run.iterdir() if p.name != ".hydra" and p.suffix != ".log"}
+    assert kept == {"privacy.json", "schema.json", "run.json"}
+    ledger = read(run, "privacy.json")
+    assert [m["name"] for m in ledger["mechanisms"]] == ["schema"]
+    assert ledger["epsilon_spent"] == pytest.approx(0.8)  # 10% of the default ε=8
 
 
 def forbidden_release(*args, **kwargs):
@@ -126,7 +151,7 @@ def test_the_private_schema_noise_does_not_follow_from_the_seed(messy_csv, monke
         ["seed=1", "privacy.noise_seed=5"],
         ["seed=2", "privacy.noise_seed=5"],
     ):
-        load_run_tables(compose_run_config([*base, *overrides]))
+        release_run_tables(compose_run_config([*base, *overrides]))
     assert states[0] != states[1]  # same seed, fresh noise
     assert states[2] == states[3]  # seeded noise: reproducible, whatever the seed
 

@@ -137,6 +137,20 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         DPCGAN.load(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"privacy": PrivacyConfig(noise_seed=-1)}, "noise_seed"),
+        ({"train": TrainConfig(betas=[0.5])}, "betas"),
+        ({"train": TrainConfig(generator_lr=0.0)}, "generator_lr"),
+        ({"privacy": PrivacyConfig(class_means_fraction=1.0)}, "class_means_fraction"),
+    ],
+)
+def test_settings_that_numpy_or_torch_would_reject_are_refused_up_front(settings, message):
+    with pytest.raises(UserInputError, match=message):
+        DPCGAN(**settings)
+
+
 def test_device_auto_uses_cpu_without_a_gpu():
     model = DPCGAN(device="auto")
     assert model.device.type == ("cuda" if torch.cuda.is_available() else "cpu")

@@ -349,14 +349,15 @@ def resolve_schema(
     dataset: DatasetConfig,
     config: SchemaConfig,
     epsilon: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None,
     released: Schema | None = None,
 ) -> tuple[pd.DataFrame, SchemaRelease]:
     """The training rows (relabelled, restricted to the schema) and the schema's release.
 
     ``frame`` must be the training split only: nothing here may look at held-out rows.
     ``released`` is a private schema this run has already paid for: it is used as it is, so
-    resuming or evaluating a run releases nothing new.
+    resuming or evaluating a run releases nothing new. Otherwise a private schema is drawn
+    with ``rng``, the run's DP noise.
     """
     if config.source not in SOURCES:
         raise UserInputError(f"schema.source must be one of {', '.join(SOURCES)}")
@@ -378,8 +379,13 @@ def resolve_schema(
             )
         release = SchemaRelease(declared)
     elif config.source == "private" and released is not None:
+        gone = [name for name in released.names if name not in frame.columns]
+        if gone:
+            raise UserInputError(f"the run's schema names column {gone[0]!r}, not in the data")
         release = SchemaRelease(released)
     elif config.source == "private":
+        if rng is None:
+            raise ValueError("a private schema needs its noise generator")
         if not 0.0 < config.epsilon_fraction < 1.0:
             raise UserInputError("schema.epsilon_fraction must be in (0, 1)")
         spend = config.epsilon_fraction * epsilon
@@ -398,7 +404,7 @@ def load_tables(
     config: SchemaConfig,
     root: str | None,
     epsilon: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None,
     released: Schema | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """(train rows, held-out test rows, schema release) for a run, each split conformed.
