@@ -1,4 +1,5 @@
-"""Shared plumbing for the Hydra entry points: one-line errors, exit code 2, no leftovers.
+"""Shared plumbing for the Hydra entry points: one-line errors, exit code 2, no leftovers
+(but a ledger that records privacy already spent, which the caller asks to keep).
 
 Hydra reports its own errors (an unknown dataset, a mistyped override) over several lines with
 exit code 1; a user deserves one line and the conventional usage-error code 2. So each entry

@@ -39,11 +39,12 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide a file meant for sharing
         _fsync(tmp)
         os.replace(tmp, path)
-        _fsync(path.parent)
     except BaseException:
         with suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    with suppress(OSError):  # the file is in place; some filesystems cannot sync a directory
+        _fsync(path.parent)
     return path
 
 

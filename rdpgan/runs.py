@@ -1,14 +1,15 @@
 """A run directory's private tables, rebuilt from its ``run.json`` (never stored in the run).
 
-Shared by everything that needs a run's training rows after the fact (resume, evaluation, the
-privacy report): the same file, split seed and schema settings give the same rows. A private
-schema is released once, with the run's DP noise (OS entropy unless ``privacy.noise_seed``),
-and recorded in ``schema.json``; later readers take it from there, so nothing is released
-twice and the noise never follows from the run's ``seed``.
+Used by a fresh run (which releases its schema) and by everything that needs a run's rows
+after the fact (resume, evaluation, the privacy report): the same file, split seed and schema
+settings give the same rows. A private schema is released once, with the run's DP noise (OS
+entropy unless ``privacy.noise_seed``), and recorded in ``schema.json``; later readers take it
+from there, so nothing is released twice and the noise never follows from the run's ``seed``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +25,15 @@ SCHEMA_STREAM = 1  # keeps a seeded schema's noise apart from the label and trai
 RELEASED_SCHEMA = "schema.json"
 
 
-def release_run_tables(cfg: RunConfig) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
+def release_run_tables(
+    cfg: RunConfig, check_rows: Callable[[int], None] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """A fresh run's train rows, held-out test rows and schema: a private schema is released
-    now, with fresh noise (record it with :func:`record_schema` before anything can fail)."""
+    now, with fresh noise (record it with :func:`record_schema` before anything can fail),
+    after ``check_rows`` has seen the number of train rows."""
     seed = cfg.privacy.noise_seed
     rng = np.random.default_rng(None if seed is None else [seed, SCHEMA_STREAM])
-    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, rng)
+    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, rng, None, check_rows)
 
 
 def load_run_tables(

@@ -40,7 +40,7 @@ from rdpgan.io import atomic_write, read_json, write_json
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy import accountants, class_means
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
-from rdpgan.privacy.ledger import PrivacyLedger, Release, validate_budget
+from rdpgan.privacy.ledger import PrivacyLedger, Release, check_accountant, validate_budget
 from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
 from rdpgan.privacy.private_schema import SchemaRelease
 from rdpgan.training import CGANTrainer, adam_optimizers
@@ -79,7 +79,26 @@ SchemaLike = Schema | SchemaRelease | Sequence[ColumnSpec | dict]
 
 
 def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainConfig) -> None:
-    """Settings that would otherwise fail deep inside numpy or torch, after a release."""
+    """Settings that would otherwise fail late (after a release) or deep inside numpy or torch."""
+    check_accountant(privacy.accountant)
+    sigma = privacy.noise_multiplier
+    positive = {
+        "train.batch_size": train.batch_size,
+        "train.epochs": train.epochs,
+        "train.n_critic": train.n_critic,
+        "train.steps": 1 if train.steps is None else train.steps,
+        "privacy.max_grad_norm": privacy.max_grad_norm,
+        "privacy.label_noise_multiplier": privacy.label_noise_multiplier,
+        "privacy.noise_multiplier": 1.0 if sigma is None else sigma,
+        "train.generator_lr": train.generator_lr,
+        "train.discriminator_lr": train.discriminator_lr,
+    }
+    for name, value in positive.items():
+        if not value > 0:
+            raise UserInputError(f"{name} must be positive, got {value}")
+    rate = train.max_sample_rate
+    if not 0.0 < rate <= 1.0:
+        raise UserInputError(f"train.max_sample_rate must be in (0, 1], got {rate}")
     fraction = privacy.class_means_fraction
     if model.moment_weight > 0 and not 0.0 < fraction < 1.0:
         raise UserInputError(f"privacy.class_means_fraction must be in (0, 1), got {fraction}")
@@ -87,8 +106,6 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
         raise UserInputError(f"privacy.noise_seed must be >= 0, got {privacy.noise_seed}")
     if len(train.betas) != 2 or not all(0.0 <= b < 1.0 for b in train.betas):
         raise UserInputError(f"train.betas must be two numbers in [0, 1), got {train.betas}")
-    if train.generator_lr <= 0 or train.discriminator_lr <= 0:
-        raise UserInputError("train.generator_lr and train.discriminator_lr must be positive")
 
 
 def _as_release(schema: SchemaLike) -> SchemaRelease:
@@ -167,6 +184,12 @@ class DPCGAN:
             self.class_profiles = self._release_class_profiles(features, labels, released, noise)
         return self._train(features, labels, checkpoint_dir, started)
 
+    def check_row_count(self, n_rows: int) -> None:
+        """δ must stay below 1/n. Public so that a caller can check it before a schema is
+        released, rather than spend on a schema for a run that cannot go ahead."""
+        if self.privacy.accountant != "none":
+            validate_budget(self.epsilon, self.delta, n_rows=n_rows)
+
     def open_ledger(self, schema: SchemaLike) -> PrivacyLedger:
         """The ledger a fit on ``schema`` starts from: the schema's own releases and opt-outs.
 
@@ -220,8 +243,7 @@ class DPCGAN:
         """The private rows checked against the schema, encoded once: (features, label codes)."""
         frame = schema.conform(df)
         check_target(frame, schema, target)
-        if self.privacy.accountant != "none":
-            validate_budget(self.epsilon, self.delta, n_rows=len(frame))
+        self.check_row_count(len(frame))
         if self.transformer is None:
             self.transformer = TableTransformer(schema, target)
         return self.transformer.encode(frame), self.transformer.encode_labels(frame)
@@ -285,7 +307,7 @@ class DPCGAN:
         saver = None
         if checkpoint_dir is not None:
             saver = _Checkpointer(self, trainer, discriminator, d_opt, Path(checkpoint_dir))
-        history += self._train_loop(trainer, first_step, first_step + d_steps - 1, saver)
+        history = self._train_loop(trainer, first_step, first_step + d_steps - 1, saver, history)
         self.metrics = {
             "epochs": history,
             "discriminator_steps": first_step + d_steps - 1,
@@ -421,19 +443,26 @@ class DPCGAN:
         )
 
     def _train_loop(
-        self, trainer: CGANTrainer, first: int, last: int, saver: _Checkpointer | None
+        self,
+        trainer: CGANTrainer,
+        first: int,
+        last: int,
+        saver: _Checkpointer | None,
+        earlier: list[dict[str, Any]],
     ) -> list[dict[str, Any]]:
         """Alternate ``n_critic`` private D steps with one G step, steps ``first``..``last``.
 
-        The per-epoch record holds only quantities that are private by post-processing
-        (losses on generated rows, epsilon so far), so ``metrics.json`` can be shared. Ctrl-C
-        stops after the current step with a checkpoint (when checkpointing) and raises
+        Returns the per-epoch records, ``earlier`` ones (of the steps before a resume) first;
+        checkpoints hold them all, so a chain of resumes loses none. A record holds only
+        quantities that are private by post-processing (losses on generated rows, epsilon so
+        far), so ``metrics.json`` can be shared. Ctrl-C stops after the current step with a
+        checkpoint (when checkpointing) and raises
         :class:`TrainingInterrupted`.
         """
         assert self.ledger is not None
         n_critic = self.train_config.n_critic
         steps_per_epoch = max(1, round(1.0 / trainer.sample_rate))
-        history: list[dict[str, Any]] = []
+        history = list(earlier)
         g_losses: list[tuple[float, float]] = []
         bar = tqdm(
             total=last, initial=first - 1, disable=not self.train_config.progress, unit="step"

@@ -42,10 +42,15 @@ LEDGER = "privacy.json"
 # What a failed run keeps once its ledger is on disk: the ledger, the schema it paid for, and
 # what resume=true needs to finish the job. Deleting them would forget privacy already spent.
 SPENDING_RECORD = (LEDGER, RUN_RECORD, RELEASED_SCHEMA, checkpoint.META, *checkpoint.SLOTS)
+_STOPPED_EARLY = (
+    "{out} holds the ledger of a run that stopped before its first checkpoint (what it "
+    "released is spent; see privacy.json); nothing to resume: choose another hydra.run.dir"
+)
 
 
 def run(cfg: RunConfig, out: Path) -> DPCGAN:
-    """The whole job; every check that can fail on bad input runs before any output."""
+    """The whole job. Every check of the settings, and of the data that does not need a
+    release, runs before any output; a failure after privacy is spent keeps its ledger."""
     if cfg.resume:
         model, test_rows = resume(cfg, out)
         return finish(model, test_rows, cfg, out)
@@ -60,7 +65,7 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         seed=cfg.seed,
         device=cfg.device,
     )
-    train_rows, test_rows, schema = release_run_tables(cfg)
+    train_rows, test_rows, schema = release_run_tables(cfg, model.check_row_count)
 
     def record_run() -> None:
         write_run_config(out, cfg)
@@ -80,6 +85,8 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
     """Continue the run in ``out`` with the settings it was started with."""
     saved = read_run_config(out)
     check_sample_size(cfg.sample.n)
+    if not checkpoint.exists(out) and (out / LEDGER).is_file():
+        raise UserInputError(_STOPPED_EARLY.format(out=out))
     if (out / "synthetic.csv").is_file():
         raise UserInputError(f"the run in {out} has finished; it will not train further")
     saved.data.root = cfg.data.root or saved.data.root
@@ -89,6 +96,8 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
 
 def refuse_used_directory(out: Path) -> None:
     """A fresh run never overwrites another run's ledger (its budget may be spent)."""
+    if (out / LEDGER).is_file() and not checkpoint.exists(out):
+        raise UserInputError(_STOPPED_EARLY.format(out=out))
     for name in (LEDGER, checkpoint.META, RELEASED_SCHEMA):
         if (out / name).is_file():
             raise UserInputError(

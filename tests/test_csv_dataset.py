@@ -113,22 +113,31 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
 
 
 def test_a_run_that_fails_after_its_private_schema_keeps_the_ledger(tmp_path, messy_csv):
-    """δ ≥ 1/n is only known from the rows, after the schema was released: the release stays
-    recorded (a retry would draw a second one), everything else is removed."""
+    """ε=0.3 pays for the schema (10%), then cannot pay for the label counts: the schema's
+    release stays recorded (a retry would draw a second one), everything else is removed."""
     result = train_cli(
         tmp_path,
         *csv_args(messy_csv, "schema=private", "+schema.candidates.city=[Paris,Lyon,Nice,Rome]"),
         "schema.drop=[row_id]",
-        "delta=0.01",
+        "epsilon=0.3",
     )
     errors = [line for line in result.stderr.splitlines() if not line.startswith("schema: ")]
-    assert result.returncode == 2 and len(errors) == 1 and "1/n" in errors[0], result.stderr
+    assert result.returncode == 2 and len(errors) == 1 and "label_counts" in errors[0], errors
     run = tmp_path / "run"
     kept = {p.name for p in run.iterdir() if p.name != ".hydra" and p.suffix != ".log"}
     assert kept == {"privacy.json", "schema.json", "run.json"}
     ledger = read(run, "privacy.json")
     assert [m["name"] for m in ledger["mechanisms"]] == ["schema"]
-    assert ledger["epsilon_spent"] == pytest.approx(0.8)  # 10% of the default ε=8
+    assert ledger["epsilon_spent"] == pytest.approx(0.03)
+    resumed = train_cli(tmp_path, "resume=true")
+    assert resumed.returncode == 2 and "stopped before its first checkpoint" in resumed.stderr
+
+
+def test_a_delta_too_large_for_the_rows_is_refused_before_the_schema_is_drawn(tmp_path, messy_csv):
+    result = train_cli(tmp_path, *csv_args(messy_csv, "schema=private"), "delta=0.01")
+    assert result.returncode == 2 and "1/n" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no schema: lines
+    assert not (tmp_path / "run").exists()
 
 
 def forbidden_release(*args, **kwargs):

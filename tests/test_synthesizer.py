@@ -144,6 +144,11 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"train": TrainConfig(betas=[0.5])}, "betas"),
         ({"train": TrainConfig(generator_lr=0.0)}, "generator_lr"),
         ({"privacy": PrivacyConfig(class_means_fraction=1.0)}, "class_means_fraction"),
+        ({"privacy": PrivacyConfig(accountant="magic")}, "unknown accountant"),
+        ({"privacy": PrivacyConfig(noise_multiplier=0.0)}, "noise_multiplier"),
+        ({"train": TrainConfig(batch_size=0)}, "batch_size"),
+        ({"train": TrainConfig(n_critic=0)}, "n_critic"),
+        ({"train": TrainConfig(max_sample_rate=1.5)}, "max_sample_rate"),
     ],
 )
 def test_settings_that_numpy_or_torch_would_reject_are_refused_up_front(settings, message):

@@ -67,15 +67,19 @@ def validate_budget(epsilon: float, delta: float, n_rows: float | None = None) -
         )
 
 
+def check_accountant(accountant: str) -> None:
+    if accountant != NON_PRIVATE and accountant not in accountants.ACCOUNTANTS:
+        raise UserInputError(
+            f"unknown accountant {accountant!r}; choose from "
+            f"{', '.join((*accountants.ACCOUNTANTS, NON_PRIVATE))}"
+        )
+
+
 class PrivacyLedger:
     """Releases of one run, their composed epsilon, and a hard stop at the target."""
 
     def __init__(self, epsilon_target: float, delta: float, accountant: str):
-        if accountant != NON_PRIVATE and accountant not in accountants.ACCOUNTANTS:
-            raise UserInputError(
-                f"unknown accountant {accountant!r}; choose from "
-                f"{', '.join((*accountants.ACCOUNTANTS, NON_PRIVATE))}"
-            )
+        check_accountant(accountant)
         self.epsilon_target = float(epsilon_target)
         self.delta = float(delta)
         self.accountant = accountant

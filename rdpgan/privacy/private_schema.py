@@ -21,6 +21,7 @@ touches every column, so the queries compose sequentially):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -406,12 +407,14 @@ def load_tables(
     epsilon: float,
     rng: np.random.Generator | None,
     released: Schema | None = None,
+    check_rows: Callable[[int], None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """(train rows, held-out test rows, schema release) for a run, each split conformed.
 
     A declared schema is applied before the split, exactly as :func:`load_split` does for the
     registered data sets (same rows in the same split); the others are built from the train
     split alone, so the held-out rows never influence what the generator may produce.
+    ``check_rows`` sees the number of train rows before a schema is drawn from them.
     """
     frame = read_frame(dataset, root)
     if config.source == "declared":
@@ -421,6 +424,8 @@ def load_tables(
         train, test = split(frame, dataset.target, dataset.test_size, dataset.split_seed)
         return train, test, release
     raw_train, raw_test = split(frame, dataset.target, dataset.test_size, dataset.split_seed)
+    if check_rows is not None:
+        check_rows(len(raw_train))
     train, release = resolve_schema(raw_train, dataset, config, epsilon, rng, released)
     train = _conform_inferred(train, release.schema)
     check_target(train, release.schema, dataset.target)
