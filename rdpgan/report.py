@@ -29,6 +29,7 @@ from rdpgan.audit import FPR_TARGETS, AuditResult, audit
 from rdpgan.cli import guarded, precheck_overrides, read_run_config, to_typed
 from rdpgan.config import ReportConfig, register_configs
 from rdpgan.io import atomic_write, read_json
+from rdpgan.privacy.ledger import LEDGER_FILE
 from rdpgan.privacy.tradeoff import clt_mu, gdp_tradeoff, privacy_profile, tradeoff
 from rdpgan.runs import load_run_tables, require_finished
 from rdpgan.synthesizer import DPCGAN
@@ -149,14 +150,14 @@ def markdown(ledger: dict, bound: np.ndarray | None, result: AuditResult) -> str
 
 def write_report(run_dir: str | Path, seed: int = 0) -> AuditResult:
     run_dir = Path(run_dir)
-    require_finished(run_dir, "model.json", "privacy.json", "synthetic.csv", "run.json")
+    require_finished(run_dir, "model.json", LEDGER_FILE, "synthetic.csv", "run.json")
     model = DPCGAN.load(run_dir)
     assert model.transformer is not None
     schema = model.transformer.schema
     train, holdout, _ = load_run_tables(read_run_config(run_dir), run_dir)
     synthetic = schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
     result = audit(model.transformer, train, holdout, synthetic, seed)
-    ledger = read_json(run_dir / "privacy.json")
+    ledger = read_json(run_dir / LEDGER_FILE)
     bound = guarantee_tpr(ledger)
     mu = clt_mu(ledger) if bound is not None else None
     draw(run_dir / FIGURE, bound, ledger["accountant_is_upper_bound"], mu, result)

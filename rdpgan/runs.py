@@ -15,14 +15,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rdpgan import checkpoint
+from rdpgan.cli import RUN_RECORD
 from rdpgan.config import RunConfig
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import read_json, write_json
+from rdpgan.privacy.ledger import LEDGER_FILE
 from rdpgan.privacy.private_schema import SchemaRelease, load_tables
 
 SCHEMA_STREAM = 1  # keeps a seeded schema's noise apart from the label and training noise
 RELEASED_SCHEMA = "schema.json"
+# What a failed run keeps once its ledger is on disk: the ledger, the schema it paid for, and
+# what resume=true needs to finish the job. Deleting them would forget privacy already spent.
+SPENDING_RECORD = (LEDGER_FILE, RUN_RECORD, RELEASED_SCHEMA, checkpoint.META, *checkpoint.SLOTS)
 
 
 def release_run_tables(

@@ -40,7 +40,13 @@ from rdpgan.io import atomic_write, read_json, write_json
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy import accountants, class_means
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
-from rdpgan.privacy.ledger import PrivacyLedger, Release, check_accountant, validate_budget
+from rdpgan.privacy.ledger import (
+    LEDGER_FILE,
+    PrivacyLedger,
+    Release,
+    check_accountant,
+    validate_budget,
+)
 from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
 from rdpgan.privacy.private_schema import SchemaRelease
 from rdpgan.training import CGANTrainer, adam_optimizers
@@ -177,12 +183,20 @@ class DPCGAN:
         assert self.transformer is not None
         counts = np.bincount(labels, minlength=self.transformer.n_classes).astype(float)
         released = self._release_label_counts(counts, noise)
+        self._ledger_to_disk(checkpoint_dir)
         # Everything below that needs "how many rows" uses the released total, not len(df).
         self.released_rows = max(1, round(float(released.sum())))
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
         if self.model_config.moment_weight > 0:
             self.class_profiles = self._release_class_profiles(features, labels, released, noise)
+            self._ledger_to_disk(checkpoint_dir)
         return self._train(features, labels, checkpoint_dir, started)
+
+    def _ledger_to_disk(self, directory: str | Path | None) -> None:
+        """A release just made goes into the run's ledger file at once: a later failure (say,
+        DP-SGD calibration) must not leave noise drawn from the data unrecorded."""
+        if directory is not None and self.ledger is not None:
+            write_json(Path(directory) / LEDGER_FILE, self.ledger.to_dict())
 
     def check_row_count(self, n_rows: int) -> None:
         """δ must stay below 1/n. Public so that a caller can check it before a schema is
@@ -219,7 +233,7 @@ class DPCGAN:
         started = time.perf_counter()
         meta, tensors = checkpoint.load(directory, CHECKPOINT_META, CHECKPOINT_TENSORS)
         # The write-ahead ledger, not the checkpoint's copy: it may hold steps taken after it.
-        ledger_path = Path(directory) / "privacy.json"
+        ledger_path = Path(directory) / LEDGER_FILE
         if not ledger_path.is_file():
             raise UserInputError(f"{ledger_path} is missing; the privacy spent is unknown")
         try:
@@ -560,7 +574,7 @@ class DPCGAN:
         state = {k: v.detach().cpu() for k, v in self.generator.state_dict().items()}
         atomic_write(directory / "model.pt", lambda tmp: torch.save(state, tmp))
         write_json(directory / "model.json", self.describe())
-        write_json(directory / "privacy.json", self.ledger.to_dict())
+        write_json(directory / LEDGER_FILE, self.ledger.to_dict())
         return directory
 
     def describe(self) -> dict[str, Any]:
@@ -713,7 +727,7 @@ class _Checkpointer:
     def _write_ledger(self, prepaid_steps: int = 0) -> None:
         assert self.model.ledger is not None
         record = self.model.ledger.to_dict(prepaid_steps if self.model.ledger.private else 0)
-        write_json(self.directory / "privacy.json", record)
+        write_json(self.directory / LEDGER_FILE, record)
 
     def before(self, step: int, last: int) -> None:
         if step > self.prepaid_until:

@@ -19,7 +19,6 @@ from omegaconf import DictConfig
 
 from rdpgan import checkpoint
 from rdpgan.cli import (
-    RUN_RECORD,
     existing_files,
     guarded,
     precheck_overrides,
@@ -32,16 +31,19 @@ from rdpgan.cli import (
 from rdpgan.config import RunConfig, register_configs
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
-from rdpgan.runs import RELEASED_SCHEMA, load_run_tables, record_schema, release_run_tables
+from rdpgan.privacy.ledger import LEDGER_FILE
+from rdpgan.runs import (
+    RELEASED_SCHEMA,
+    SPENDING_RECORD,
+    load_run_tables,
+    record_schema,
+    release_run_tables,
+)
 from rdpgan.synthesizer import DPCGAN, TrainingInterrupted
 
 register_configs()
 
 WARNING_FILE = "PRIVACY_WARNING.txt"
-LEDGER = "privacy.json"
-# What a failed run keeps once its ledger is on disk: the ledger, the schema it paid for, and
-# what resume=true needs to finish the job. Deleting them would forget privacy already spent.
-SPENDING_RECORD = (LEDGER, RUN_RECORD, RELEASED_SCHEMA, checkpoint.META, *checkpoint.SLOTS)
 _STOPPED_EARLY = (
     "{out} holds the ledger of a run that stopped before its first checkpoint (what it "
     "released is spent; see privacy.json); nothing to resume: choose another hydra.run.dir"
@@ -71,7 +73,7 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         write_run_config(out, cfg)
         record_schema(out, cfg, schema)
         if schema.releases:  # paid for: in a ledger on disk before anything else can fail
-            write_json(out / LEDGER, model.open_ledger(schema).to_dict())
+            write_json(out / LEDGER_FILE, model.open_ledger(schema).to_dict())
 
     writing(out, record_run)
     for message in schema.messages:
@@ -85,7 +87,7 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
     """Continue the run in ``out`` with the settings it was started with."""
     saved = read_run_config(out)
     check_sample_size(cfg.sample.n)
-    if not checkpoint.exists(out) and (out / LEDGER).is_file():
+    if not checkpoint.exists(out) and (out / LEDGER_FILE).is_file():
         raise UserInputError(_STOPPED_EARLY.format(out=out))
     if (out / "synthetic.csv").is_file():
         raise UserInputError(f"the run in {out} has finished; it will not train further")
@@ -96,9 +98,9 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
 
 def refuse_used_directory(out: Path) -> None:
     """A fresh run never overwrites another run's ledger (its budget may be spent)."""
-    if (out / LEDGER).is_file() and not checkpoint.exists(out):
+    if (out / LEDGER_FILE).is_file() and not checkpoint.exists(out):
         raise UserInputError(_STOPPED_EARLY.format(out=out))
-    for name in (LEDGER, checkpoint.META, RELEASED_SCHEMA):
+    for name in (LEDGER_FILE, checkpoint.META, RELEASED_SCHEMA):
         if (out / name).is_file():
             raise UserInputError(
                 f"{out} already holds a run ({name}); continue it with resume=true or choose "
@@ -165,7 +167,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         guarded(
             lambda: run(to_typed(cfg, RunConfig), out),
             cleanup=lambda: remove_new_files(
-                out, before, keep=SPENDING_RECORD if (out / LEDGER).is_file() else ()
+                out, before, keep=SPENDING_RECORD if (out / LEDGER_FILE).is_file() else ()
             ),
         )
     except TrainingInterrupted as stop:

@@ -38,6 +38,7 @@ from rdpgan.data.datasets import load_split
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.evaluate import score_table
 from rdpgan.io import atomic_write
+from rdpgan.runs import SPENDING_RECORD
 from rdpgan.train import run as train_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -201,7 +202,7 @@ def main(raw: DictConfig) -> None:
         for repeat in range(cfg.repeats):
             run_repeat(cfg, repeat, out, results)
     except UserInputError as exc:
-        remove_new_files(out, before)
+        remove_new_files(out, before, keep=SPENDING_RECORD)  # finished repeats' ledgers stay
         print(f"error: {first_line(exc)}", file=sys.stderr)
         sys.exit(2)
 

@@ -24,6 +24,9 @@ from rdpgan.privacy import accountants
 NON_PRIVATE = "none"
 
 
+LEDGER_FILE = "privacy.json"  # a run directory's ledger
+
+
 class BudgetExhausted(UserInputError):
     """Raised instead of a release or step that would push epsilon past the target.
 
