@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn, TypeVar
@@ -103,14 +103,16 @@ def _hydra_own(path: Path) -> bool:
     return ".hydra" in path.parts or path.suffix == ".log"
 
 
-def remove_new_files(directory: Path, before: set[Path], keep: Collection[str] = ()) -> None:
-    """Undo a failed run: delete what it created (but files named in ``keep``), and the run
-    directory if Hydra made it for us and nothing is kept.
+def remove_new_files(
+    directory: Path, before: set[Path], keep: Callable[[Path], bool] | None = None
+) -> None:
+    """Undo a failed run: delete what it created (but the files ``keep`` accepts), and the
+    run directory if Hydra made it for us and nothing is kept.
 
     ``before`` is the listing taken when the job started (Hydra's own files already in it).
     """
     for path in sorted(existing_files(directory) - before, reverse=True):  # deepest first
-        if _hydra_own(path) or path.name in keep:
+        if _hydra_own(path) or (keep is not None and keep(path)):
             continue
         if path.is_file():
             path.unlink()

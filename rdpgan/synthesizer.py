@@ -195,7 +195,7 @@ class DPCGAN:
     def _ledger_to_disk(self, directory: str | Path | None) -> None:
         """A release just made goes into the run's ledger file at once: a later failure (say,
         DP-SGD calibration) must not leave noise drawn from the data unrecorded."""
-        if directory is not None and self.ledger is not None:
+        if directory is not None and self.ledger is not None and self.ledger.private:
             write_json(Path(directory) / LEDGER_FILE, self.ledger.to_dict())
 
     def check_row_count(self, n_rows: int) -> None:

@@ -87,18 +87,30 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
     """Continue the run in ``out`` with the settings it was started with."""
     saved = read_run_config(out)
     check_sample_size(cfg.sample.n)
-    if not checkpoint.exists(out) and (out / LEDGER_FILE).is_file():
-        raise UserInputError(_STOPPED_EARLY.format(out=out))
     if (out / "synthetic.csv").is_file():
         raise UserInputError(f"the run in {out} has finished; it will not train further")
+    if stopped_before_training(out):
+        raise UserInputError(_STOPPED_EARLY.format(out=out))
     saved.data.root = cfg.data.root or saved.data.root
     train_rows, test_rows, _ = load_run_tables(saved, out)  # the run's own schema and rows
     return DPCGAN.resume(out, train_rows, device=cfg.device), test_rows
 
 
+def spending_record(path: Path) -> bool:
+    """Files a failed run keeps: its spending record, where a ledger is on disk."""
+    return path.name in SPENDING_RECORD and (path.parent / LEDGER_FILE).is_file()
+
+
+def stopped_before_training(out: Path) -> bool:
+    """A ledger, and neither a checkpoint nor outputs: the run failed or was killed after a
+    release but before its first checkpoint."""
+    later = (checkpoint.META, *checkpoint.SLOTS, "synthetic.csv", "model.json")
+    return (out / LEDGER_FILE).is_file() and not any((out / name).exists() for name in later)
+
+
 def refuse_used_directory(out: Path) -> None:
     """A fresh run never overwrites another run's ledger (its budget may be spent)."""
-    if (out / LEDGER_FILE).is_file() and not checkpoint.exists(out):
+    if stopped_before_training(out):
         raise UserInputError(_STOPPED_EARLY.format(out=out))
     for name in (LEDGER_FILE, checkpoint.META, RELEASED_SCHEMA):
         if (out / name).is_file():
@@ -166,9 +178,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     try:
         guarded(
             lambda: run(to_typed(cfg, RunConfig), out),
-            cleanup=lambda: remove_new_files(
-                out, before, keep=SPENDING_RECORD if (out / LEDGER_FILE).is_file() else ()
-            ),
+            cleanup=lambda: remove_new_files(out, before, keep=spending_record),
         )
     except TrainingInterrupted as stop:
         print(

@@ -38,8 +38,8 @@ from rdpgan.data.datasets import load_split
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.evaluate import score_table
 from rdpgan.io import atomic_write
-from rdpgan.runs import SPENDING_RECORD
 from rdpgan.train import run as train_run
+from rdpgan.train import spending_record
 
 REPO = Path(__file__).resolve().parent.parent
 PRIVACY_OF_METHOD = {"cgan": "none", "dp_cgan": "dp", "rdp_cgan": "rdp"}
@@ -202,7 +202,7 @@ def main(raw: DictConfig) -> None:
         for repeat in range(cfg.repeats):
             run_repeat(cfg, repeat, out, results)
     except UserInputError as exc:
-        remove_new_files(out, before, keep=SPENDING_RECORD)  # finished repeats' ledgers stay
+        remove_new_files(out, before, keep=spending_record)  # repeats' ledgers stay
         print(f"error: {first_line(exc)}", file=sys.stderr)
         sys.exit(2)
 
