@@ -174,12 +174,13 @@ class DPCGAN:
         """
         started = time.perf_counter()
         release = _as_release(schema)
+        self.ledger = self._open_ledger(release)
+        self._ledger_to_disk(checkpoint_dir)  # a paid schema is recorded before anything can fail
         features, labels = self._encoded_rows(df, target, release.schema)
         self.positive_label = positive_label
         torch.manual_seed(self.seed)
         # DP noise: OS entropy unless privacy.noise_seed asks for reproducible noise.
         noise = np.random.default_rng(self.privacy.noise_seed)
-        self.ledger = self.open_ledger(release)
         assert self.transformer is not None
         counts = np.bincount(labels, minlength=self.transformer.n_classes).astype(float)
         released = self._release_label_counts(counts, noise)
@@ -193,10 +194,12 @@ class DPCGAN:
         return self._train(features, labels, checkpoint_dir, started)
 
     def _ledger_to_disk(self, directory: str | Path | None) -> None:
-        """A release just made goes into the run's ledger file at once: a later failure (say,
-        DP-SGD calibration) must not leave noise drawn from the data unrecorded."""
-        if directory is not None and self.ledger is not None and self.ledger.private:
-            write_json(Path(directory) / LEDGER_FILE, self.ledger.to_dict())
+        """Releases made so far go into the run's ledger file at once: a later failure (say,
+        DP-SGD calibration) must not leave noise drawn from the data unrecorded. A ledger with
+        nothing spent is not written, so bad input found before any release leaves no file."""
+        ledger = self.ledger
+        if directory is not None and ledger is not None and ledger.private and ledger.releases:
+            write_json(Path(directory) / LEDGER_FILE, ledger.to_dict())
 
     def check_row_count(self, n_rows: int) -> None:
         """δ must stay below 1/n. Public so that a caller can check it before a schema is
@@ -204,13 +207,8 @@ class DPCGAN:
         if self.privacy.accountant != "none":
             validate_budget(self.epsilon, self.delta, n_rows=n_rows)
 
-    def open_ledger(self, schema: SchemaLike) -> PrivacyLedger:
-        """The ledger a fit on ``schema`` starts from: the schema's own releases and opt-outs.
-
-        Public so that a caller which released a schema can put it on disk before anything
-        else can fail (a paid release must never go unrecorded).
-        """
-        release = _as_release(schema)
+    def _open_ledger(self, release: SchemaRelease) -> PrivacyLedger:
+        """The ledger a fit starts from: the schema's own releases and opt-outs."""
         ledger = PrivacyLedger(self.epsilon, self.delta, self.privacy.accountant)
         if self.privacy.noise_seed is not None:
             ledger.noise_source = "seeded"

@@ -71,9 +71,7 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
 
     def record_run() -> None:
         write_run_config(out, cfg)
-        record_schema(out, cfg, schema)
-        if schema.releases:  # paid for: in a ledger on disk before anything else can fail
-            write_json(out / LEDGER_FILE, model.open_ledger(schema).to_dict())
+        record_schema(out, cfg, schema)  # its cost goes into privacy.json first thing in fit
 
     writing(out, record_run)
     for message in schema.messages:
