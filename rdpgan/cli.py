@@ -12,7 +12,6 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
@@ -22,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig, OmegaConf
 
-from rdpgan.config import RunConfig, register_configs
+from rdpgan.config import RunConfig, public_run_settings, register_configs
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import read_json, write_json
 
@@ -80,8 +79,8 @@ RUN_RECORD = "run.json"
 
 
 def write_run_config(directory: Path, cfg: RunConfig) -> None:
-    """The settings of a run, kept beside its outputs (Hydra's own copy is rewritten on resume)."""
-    write_json(directory / RUN_RECORD, asdict(cfg))
+    """The settings of a run, kept beside its outputs (all but the secret ``noise_seed``)."""
+    write_json(directory / RUN_RECORD, public_run_settings(cfg))
 
 
 def read_run_config(directory: Path) -> RunConfig:

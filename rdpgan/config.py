@@ -7,7 +7,7 @@ sees these objects, never raw dicts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -104,10 +104,11 @@ class PrivacyConfig:
     # generator matches when model.moment_weight > 0; sigma is calibrated so that this release
     # alone costs this fraction of the budget.
     class_means_fraction: float = 0.5
-    # Where the DP noise (label counts, class profiles, DP-SGD) comes from. None: the operating
-    # system's entropy, fresh every run, so that knowing ``seed`` (written in run.json and
-    # model.json) reveals nothing about the noise. An integer makes the noise reproducible (tests,
-    # benchmarks): the guarantee then holds only while that number is secret.
+    # What keys the secret randomness (Poisson masks, every DP noise draw, the fakes paired with
+    # real rows). None: 256 bits of the operating system's entropy, fresh every run, so that
+    # knowing ``seed`` (written in run.json and model.json) reveals nothing. An integer makes
+    # the run reproducible (tests, benchmarks): the ledger then marks it not end-to-end private,
+    # and the number is never written to any file (see public_privacy_settings).
     noise_seed: int | None = None
 
 
@@ -213,6 +214,21 @@ class ReportConfig:
 
     run_dir: str = "???"
     seed: int = 0  # which rows the audit samples
+
+
+def public_privacy_settings(privacy: PrivacyConfig) -> dict[str, Any]:
+    """The privacy settings as they may be written down: without ``noise_seed``, which keys
+    the secret randomness the guarantee rests on."""
+    settings = asdict(privacy)
+    del settings["noise_seed"]
+    return settings
+
+
+def public_run_settings(cfg: RunConfig) -> dict[str, Any]:
+    """A run's settings for ``run.json``: everything but ``privacy.noise_seed``."""
+    settings = asdict(cfg)
+    settings["privacy"] = public_privacy_settings(cfg.privacy)
+    return settings
 
 
 def register_configs() -> None:

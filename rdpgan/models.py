@@ -1,8 +1,11 @@
 """The conditional generator G(z, y) and discriminator D(x, y): plain MLPs, nothing private.
 
-D has no BatchNorm (it would mix samples, which per-sample clipping cannot allow) so Opacus
-accepts it; G may use BatchNorm since it never touches private rows. G's heads follow the
-transformer's spans: tanh for a continuous value, Gumbel-softmax for each one-hot block.
+Neither network mixes the rows of a batch: D has no BatchNorm (per-sample clipping cannot allow
+it), and G normalises each row on its own (LayerNorm), because the fake row paired with a real
+one in a private discriminator step must not depend on which other rows share the batch (with
+BatchNorm, adding one real row would move the fake of every other pair, and the batch size would
+leak into G's running statistics). G's heads follow the transformer's spans: tanh for a
+continuous value, Gumbel-softmax for each one-hot block.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class Generator(nn.Module):
         self.gumbel_tau = gumbel_tau
         self.straight_through = straight_through
         sizes = [latent_dim + n_classes, *hidden]
-        self.body = _mlp(sizes, lambda i, o: (nn.Linear(i, o), nn.BatchNorm1d(o), nn.ReLU()))
+        self.body = _mlp(sizes, lambda i, o: (nn.Linear(i, o), nn.LayerNorm(o), nn.ReLU()))
         self.head = nn.Linear(sizes[-1], width)
 
         blocks = [s for s in spans if s.activation == "softmax"]
@@ -85,12 +88,29 @@ class Generator(nn.Module):
             config.straight_through,
         )
 
-    def forward(self, z: torch.Tensor, y: torch.Tensor, hard: bool | None = None) -> torch.Tensor:
-        """A batch of encoded rows; ``hard`` (default: ``straight_through``) gives one-hots."""
+    def gumbel_shape(self, n: int) -> tuple[int, int, int]:
+        """Shape of the uniform draws :meth:`forward` turns into Gumbel noise for ``n`` rows."""
+        return (n, *self.block_index.shape)
+
+    def forward(
+        self,
+        z: torch.Tensor,
+        y: torch.Tensor,
+        hard: bool | None = None,
+        uniform: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """A batch of encoded rows; ``hard`` (default: ``straight_through``) gives one-hots.
+
+        ``uniform`` (shape :meth:`gumbel_shape`, values in (0, 1)) supplies the Gumbel noise;
+        by default it comes from torch's global generator.
+        """
         hard = self.straight_through if hard is None else hard
         logits = self.head(self.body(torch.cat([z, y], dim=1)))
         blocks = logits[:, self.block_index].masked_fill(~self.block_valid, float("-inf"))
-        gumbel = -torch.empty_like(blocks).exponential_().log()
+        if uniform is None:
+            gumbel = -torch.empty_like(blocks).exponential_().log()
+        else:
+            gumbel = -(-uniform.log()).log()
         probs = torch.softmax((blocks + gumbel) / self.gumbel_tau, dim=-1)
         if hard:  # straight-through: one-hot forward, soft gradient backward
             one_hot = torch.zeros_like(probs).scatter_(-1, probs.argmax(-1, keepdim=True), 1.0)
@@ -114,20 +134,6 @@ class Generator(nn.Module):
         gate = torch.where(self.tanh_gated, rows[:, self.tanh_gate], torch.ones_like(values))
         return rows.index_copy(1, self.tanh_index, values * gate)
 
-    def _folded_body(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Each eval-mode Linear → BatchNorm pair as one affine map (a third of the work)."""
-        layers = list(self.body)
-        folded = []
-        for linear, norm in zip(layers[0::3], layers[1::3], strict=True):
-            scale = norm.weight / torch.sqrt(norm.running_var + norm.eps)
-            folded.append(
-                (
-                    linear.weight * scale[:, None],
-                    (linear.bias - norm.running_mean) * scale + norm.bias,
-                )
-            )
-        return folded
-
     @torch.no_grad()
     def sample_parts(
         self, z: torch.Tensor, y: torch.Tensor, rng: torch.Generator | None = None
@@ -139,12 +145,7 @@ class Generator(nn.Module):
         ``rng`` (default: torch's global one) draws the noise; a generator of its own makes
         concurrent calls safe and reproducible.
         """
-        if self.training:
-            raise RuntimeError("sample_parts folds BatchNorm statistics: call .eval() first")
-        hidden = torch.cat([z, y], dim=1)
-        for weight, bias in self._folded_body():
-            hidden = torch.relu_(torch.addmm(bias, hidden, weight.T))
-        logits = self.head(hidden)
+        logits = self.head(self.body(torch.cat([z, y], dim=1)))
         # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
         # Drawn for every output (the few tanh columns waste a little) so that each block is a
         # contiguous slice: no gather into the padded [batch, blocks, width] layout training uses.

@@ -2,9 +2,10 @@
 
 Used by a fresh run (which releases its schema) and by everything that needs a run's rows
 after the fact (resume, evaluation, the privacy report): the same file, split seed and schema
-settings give the same rows. A private schema is released once, with the run's DP noise (OS
-entropy unless ``privacy.noise_seed``), and recorded in ``schema.json``; later readers take it
-from there, so nothing is released twice and the noise never follows from the run's ``seed``.
+settings give the same rows. A private schema is released once, with the run's secret
+randomness (OS entropy unless ``privacy.noise_seed``), and recorded in ``schema.json``; later
+readers take it from there, so nothing is released twice and the noise never follows from the
+run's ``seed``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from rdpgan import checkpoint
@@ -23,6 +23,7 @@ from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import read_json, write_json
 from rdpgan.privacy.ledger import LEDGER_FILE
 from rdpgan.privacy.private_schema import SchemaRelease, load_tables
+from rdpgan.privacy.randomness import SecretRandomness
 
 SCHEMA_STREAM = 1  # keeps a seeded schema's noise apart from the label and training noise
 RELEASED_SCHEMA = "schema.json"
@@ -37,8 +38,7 @@ def release_run_tables(
     """A fresh run's train rows, held-out test rows and schema: a private schema is released
     now, with fresh noise (record it with :func:`record_schema` before anything can fail),
     after ``check_rows`` has seen the number of train rows."""
-    seed = cfg.privacy.noise_seed
-    rng = np.random.default_rng(None if seed is None else [seed, SCHEMA_STREAM])
+    rng = SecretRandomness(cfg.privacy.noise_seed, SCHEMA_STREAM).numpy
     return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, rng, None, check_rows)
 
 

@@ -210,10 +210,10 @@ def run(cfg: SampleCliConfig) -> None:
     out = Path(cfg.out)
     output_writer(out)
     model = load_model(Path(cfg.run_dir))
-    for note in model.privacy_notes:
-        print(f"WARNING: {note}", file=sys.stderr)
     workers = sampling_workers(model)
     n = write_samples(model, out, cfg.n, cfg.label, cfg.seed, cfg.chunk_size, workers)
+    for note in model.privacy_notes:  # after the work: bad input stays a one-line error
+        print(f"WARNING: {note}", file=sys.stderr)
     print(f"wrote {n} synthetic rows to {out}")
 
 

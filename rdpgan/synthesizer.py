@@ -17,7 +17,6 @@ import math
 import pickle
 import signal
 import threading
-import time
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -32,7 +31,13 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 
 from rdpgan import checkpoint
-from rdpgan.config import ColumnSpec, ModelConfig, PrivacyConfig, TrainConfig
+from rdpgan.config import (
+    ColumnSpec,
+    ModelConfig,
+    PrivacyConfig,
+    TrainConfig,
+    public_privacy_settings,
+)
 from rdpgan.data.datasets import check_target
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
@@ -49,10 +54,14 @@ from rdpgan.privacy.ledger import (
 )
 from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
 from rdpgan.privacy.private_schema import SchemaRelease
+from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
 from rdpgan.training import CGANTrainer, adam_optimizers
 from rdpgan.transform import TableTransformer
 
-MODEL_FORMAT = 1
+# 2: G normalises rows with LayerNorm (format 1's BatchNorm coupled the rows of a batch).
+MODEL_FORMAT = 2
+# Keys the secret stream of fit/resume apart from the private schema's (runs.SCHEMA_STREAM).
+FIT_STREAM = 0
 # What a training checkpoint must hold (see _Checkpointer.save).
 CHECKPOINT_META = ("model", "history", "finished", "step")
 CHECKPOINT_TENSORS = (
@@ -172,15 +181,14 @@ class DPCGAN:
         With ``checkpoint_dir``, the training state is saved every ``train.checkpoint_every``
         steps so that :meth:`resume` can continue after a crash or Ctrl-C.
         """
-        started = time.perf_counter()
         release = _as_release(schema)
         self.ledger = self._open_ledger(release)
         self._ledger_to_disk(checkpoint_dir)  # a paid schema is recorded before anything can fail
         features, labels = self._encoded_rows(df, target, release.schema)
         self.positive_label = positive_label
-        torch.manual_seed(self.seed)
-        # DP noise: OS entropy unless privacy.noise_seed asks for reproducible noise.
-        noise = np.random.default_rng(self.privacy.noise_seed)
+        torch.manual_seed(self.seed)  # public randomness only: initialisation, G's own draws
+        secret = self._secret(first_step=1)
+        noise = secret.numpy
         assert self.transformer is not None
         counts = np.bincount(labels, minlength=self.transformer.n_classes).astype(float)
         released = self._release_label_counts(counts, noise)
@@ -191,7 +199,12 @@ class DPCGAN:
         if self.model_config.moment_weight > 0:
             self.class_profiles = self._release_class_profiles(features, labels, released, noise)
             self._ledger_to_disk(checkpoint_dir)
-        return self._train(features, labels, checkpoint_dir, started)
+        return self._train(features, labels, checkpoint_dir, secret)
+
+    def _secret(self, first_step: int) -> SecretRandomness:
+        """The run's secret randomness (OS entropy unless ``privacy.noise_seed``); a resumed
+        seeded run keys it with its first step, so it does not replay noise already used."""
+        return SecretRandomness(self.privacy.noise_seed, FIT_STREAM, first_step)
 
     def _ledger_to_disk(self, directory: str | Path | None) -> None:
         """Releases made so far go into the run's ledger file at once: a later failure (say,
@@ -211,7 +224,7 @@ class DPCGAN:
         """The ledger a fit starts from: the schema's own releases and opt-outs."""
         ledger = PrivacyLedger(self.epsilon, self.delta, self.privacy.accountant)
         if self.privacy.noise_seed is not None:
-            ledger.noise_source = "seeded"
+            ledger.use_seeded_noise()
         for note in release.notes:
             ledger.warn(note)
         for paid in release.releases:
@@ -220,15 +233,22 @@ class DPCGAN:
         return ledger
 
     @classmethod
-    def resume(cls, directory: str | Path, df: pd.DataFrame, device: str = "auto") -> DPCGAN:
+    def resume(
+        cls,
+        directory: str | Path,
+        df: pd.DataFrame,
+        device: str = "auto",
+        noise_seed: int | None = None,
+    ) -> DPCGAN:
         """Continue a checkpointed run on the same private rows.
 
         Steps charged before the crash stay charged (the ledger file is written ahead of the
         steps it covers), so the resumed run can only spend what is left of the budget. A run
         that has finished or spent its budget takes no step: the generator of its last
-        checkpoint is returned as it is (sampling from it costs no privacy).
+        checkpoint is returned as it is (sampling from it costs no privacy). ``noise_seed`` is
+        never saved with a run: pass it again for reproducible noise (the ledger then says
+        the run is seeded), or leave it out for fresh OS entropy.
         """
-        started = time.perf_counter()
         meta, tensors = checkpoint.load(directory, CHECKPOINT_META, CHECKPOINT_TENSORS)
         # The write-ahead ledger, not the checkpoint's copy: it may hold steps taken after it.
         ledger_path = Path(directory) / LEDGER_FILE
@@ -236,7 +256,10 @@ class DPCGAN:
             raise UserInputError(f"{ledger_path} is missing; the privacy spent is unknown")
         try:
             model = cls._from_description(meta["model"], device)
+            model.privacy.noise_seed = noise_seed
             model.ledger = PrivacyLedger.from_dict(read_json(ledger_path))
+            if noise_seed is not None:
+                model.ledger.use_seeded_noise()
         except UserInputError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -247,7 +270,9 @@ class DPCGAN:
         features, labels = model._encoded_rows(
             df, model.transformer.target, model.transformer.schema
         )
-        return model._train(features, labels, directory, started, resume_from=(meta, tensors))
+        first_step = int(meta["step"]) + 1
+        secret = model._secret(first_step)
+        return model._train(features, labels, directory, secret, resume_from=(meta, tensors))
 
     def _encoded_rows(
         self, df: pd.DataFrame, target: str, schema: Schema
@@ -265,14 +290,16 @@ class DPCGAN:
         features_rows: np.ndarray,
         label_codes: np.ndarray,
         checkpoint_dir: str | Path | None,
-        started: float,
+        secret: SecretRandomness,
         resume_from: tuple[dict[str, Any], dict[str, Any]] | None = None,
     ) -> DPCGAN:
         assert self.transformer is not None and self.label_probs is not None
         cfg = self.train_config
         features = torch.as_tensor(features_rows, device=self.device)
         labels = torch.as_tensor(label_codes, device=self.device)
-        sample_rate = min(cfg.max_sample_rate, cfg.batch_size / self.released_rows)
+        # Rounded down to what the Poisson mask realises exactly: the ledger charges this rate.
+        nominal_rate = min(cfg.max_sample_rate, cfg.batch_size / self.released_rows)
+        sample_rate = exact_sample_rate(nominal_rate)
         expected_batch = max(1, round(sample_rate * self.released_rows))
         self.generator = self._build_generator()
         discriminator = Discriminator.for_table(self.model_config, self.transformer)
@@ -293,7 +320,7 @@ class DPCGAN:
                 ) from exc
             first_step, history = int(meta["step"]) + 1, list(meta["history"])
         critic, d_steps = self._make_critic(
-            discriminator, d_opt, sample_rate, expected_batch, first_step
+            discriminator, d_opt, sample_rate, expected_batch, secret, first_step
         )
         if isinstance(critic, PlainSGD):  # no ledger to count down: skip the steps already done
             d_steps = max(0, d_steps - (first_step - 1))
@@ -310,6 +337,7 @@ class DPCGAN:
             features,
             labels,
             label_probs,
+            secret,
             sample_rate,
             expected_batch,
             self.model_config.auxiliary_weight,
@@ -325,7 +353,6 @@ class DPCGAN:
             "discriminator_steps": first_step + d_steps - 1,
             "sample_rate": sample_rate,
             "expected_batch_size": expected_batch,
-            "wall_seconds": time.perf_counter() - started,
         }
         return self
 
@@ -389,12 +416,14 @@ class DPCGAN:
         d_opt: torch.optim.Optimizer,
         sample_rate: float,
         expected_batch: int,
+        secret: SecretRandomness,
         first_step: int = 1,
     ) -> tuple[DPSGD | PlainSGD, int]:
         """Wrap D for DP-SGD and decide how many discriminator steps are left to take."""
         assert self.ledger is not None
         cfg, privacy = self.train_config, self.privacy
-        planned = cfg.steps or max(1, math.ceil(cfg.epochs / sample_rate))
+        # Rounded first: the exact rate sits a hair below the nominal one (1/q of 0.1 is 10).
+        planned = cfg.steps or max(1, math.ceil(round(cfg.epochs / sample_rate, 6)))
         if not self.ledger.private:
             return PlainSGD(discriminator, d_opt, expected_batch), planned
         if first_step > 1:  # resumed: the DP-SGD release is already open
@@ -414,19 +443,9 @@ class DPCGAN:
             release=release,
             max_grad_norm=privacy.max_grad_norm,
             expected_batch_size=expected_batch,
-            noise_generator=self._noise_generator(first_step),
+            secret=secret,
         )
         return critic, steps
-
-    def _noise_generator(self, first_step: int) -> torch.Generator:
-        """DP-SGD's noise stream: OS entropy, or ``noise_seed`` offset by the first step (a
-        resumed run does not replay the noise of the steps it already took)."""
-        generator = torch.Generator(self.device)
-        if self.privacy.noise_seed is None:
-            generator.seed()  # non-deterministic: from the OS
-        else:
-            generator.manual_seed(self.privacy.noise_seed + first_step - 1)
-        return generator
 
     def _open_dp_sgd(self, planned: int, sample_rate: float, expected_batch: int) -> Release:
         """Fix sigma (calibrated, or given) and the step limit the budget allows."""
@@ -444,7 +463,9 @@ class DPCGAN:
             cap = planned
         else:
             sigma = float(privacy.noise_multiplier)
-            cap = math.ceil(cfg.max_epochs / sample_rate) if cfg.max_epochs is not None else 10**9
+            cap = 10**9
+            if cfg.max_epochs is not None:
+                cap = math.ceil(round(cfg.max_epochs / sample_rate, 6))
         return self.ledger.open_dp_sgd(
             "dp_sgd_discriminator",
             sigma,
@@ -596,7 +617,7 @@ class DPCGAN:
             "end_to_end_private": bool(self.ledger and self.ledger.end_to_end),
             "privacy_notes": list(self.ledger.notes) if self.ledger else self.privacy_notes,
             "seed": self.seed,
-            "privacy": asdict(self.privacy),
+            "privacy": public_privacy_settings(self.privacy),
             "model": asdict(self.model_config),
             "train": asdict(self.train_config),
         }

@@ -91,7 +91,9 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
         raise UserInputError(_STOPPED_EARLY.format(out=out))
     saved.data.root = cfg.data.root or saved.data.root
     train_rows, test_rows, _ = load_run_tables(saved, out)  # the run's own schema and rows
-    return DPCGAN.resume(out, train_rows, device=cfg.device), test_rows
+    # noise_seed is never saved with a run: only this command's own can key the noise.
+    model = DPCGAN.resume(out, train_rows, device=cfg.device, noise_seed=cfg.privacy.noise_seed)
+    return model, test_rows
 
 
 def spending_record(path: Path) -> bool:

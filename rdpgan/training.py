@@ -4,6 +4,12 @@ Kept apart from :mod:`rdpgan.synthesizer` (which decides the budget and the numb
 the exact code that trains can also be timed by ``scripts/bench_speed.py`` and checkpointed.
 The critic is a :class:`~rdpgan.privacy.dp_sgd.DPSGD` or its non-private twin; this module does
 not know which.
+
+What a private discriminator step draws (the Poisson batch, and the latent vector, label and
+Gumbel noise of the fake row paired with each real one) comes from the run's
+:class:`~rdpgan.privacy.randomness.SecretRandomness`: one i.i.d. fake per sampled row, no more,
+so no pair depends on another and nothing public (``seed``'s stream, which the generator step
+uses) depends on the size of the batch.
 """
 
 from __future__ import annotations
@@ -14,12 +20,13 @@ from torch.nn import functional as F
 
 from rdpgan.config import TrainConfig
 from rdpgan.models import Generator
-from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD, poisson_batch
+from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
+from rdpgan.privacy.randomness import SecretRandomness
 
 # Rows per class for the class-profile loss: expected rows (not samples), so few are enough.
 PROFILE_ROWS = 128
-# Fewest fake rows per step. G's BatchNorm needs a real batch, and fakes cost no privacy, so a
-# tiny table (whose expected Poisson batch can round to one row) must not shrink G's batch.
+# Fewest fake rows per generator step: a tiny table's expected Poisson batch can round to one
+# row, and a generator gradient from one row is mostly noise (fakes cost no privacy).
 MIN_FAKE_BATCH = 64
 
 
@@ -45,6 +52,7 @@ class CGANTrainer:
         features: torch.Tensor,
         labels: torch.Tensor,
         label_probs: torch.Tensor,
+        secret: SecretRandomness,
         sample_rate: float,
         expected_batch: int,
         auxiliary_weight: float = 0.0,
@@ -57,6 +65,9 @@ class CGANTrainer:
         self.features = features
         self.one_hot = F.one_hot(labels, label_probs.numel()).float()
         self.label_probs = label_probs
+        self.secret = secret
+        probs = label_probs.detach().double().cpu().numpy()
+        self._label_probs_np = probs / probs.sum()  # what the secret draws of fake labels use
         self.sample_rate = sample_rate
         self.fake_batch = max(expected_batch, MIN_FAKE_BATCH)
         self.auxiliary_weight = auxiliary_weight
@@ -72,17 +83,15 @@ class CGANTrainer:
         return self.generator(z, y), y, codes
 
     def discriminator_step(self) -> None:
-        """One DP-SGD step on a Poisson batch of (real, fake) pairs.
+        """One DP-SGD step on a Poisson batch of (real, fake) pairs, drawn from the secret source.
 
         Nothing computed on the real rows leaves this method: their loss is private data.
         """
-        index = poisson_batch(self.features.shape[0], self.sample_rate, self.features.device)
-        size = len(index)
-        # At least a full batch of fakes so BatchNorm in G sees a real batch; one per pair used.
-        with torch.no_grad():
-            fake_x, fake_y, _ = self.fake(max(size, self.fake_batch))
-        pair_x = torch.stack([self.features[index], fake_x[:size]], dim=1)
-        pair_y = torch.stack([self.one_hot[index], fake_y[:size]], dim=1)
+        rows = self.secret.poisson_indices(self.features.shape[0], self.sample_rate)
+        index = torch.as_tensor(rows, device=self.features.device)
+        fake_x, fake_y = self.secret_fakes(len(index))
+        pair_x = torch.stack([self.features[index], fake_x], dim=1)
+        pair_y = torch.stack([self.one_hot[index], fake_y], dim=1)
         self.critic.zero_grad()
         logits, class_logits = self.critic.module(pair_x, pair_y)
         targets = torch.zeros_like(logits)
@@ -93,6 +102,17 @@ class CGANTrainer:
             label_loss = F.cross_entropy(class_logits[:, 0], real_labels, reduction="none")
             per_pair = per_pair + self.auxiliary_weight * label_loss
         self.critic.step(per_pair)
+
+    @torch.no_grad()
+    def secret_fakes(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` i.i.d. generated rows and their one-hot labels, every draw from the secret
+        source. G treats each row on its own, so fake i depends only on draw i."""
+        device = self.features.device
+        codes = torch.as_tensor(self.secret.categorical(self._label_probs_np, n), device=device)
+        y = F.one_hot(codes, self.label_probs.numel()).float()
+        z = self.secret.latent(n, self.generator.latent_dim, device)
+        uniform = self.secret.uniform(self.generator.gumbel_shape(n), device)
+        return self.generator(z, y, uniform=uniform), y
 
     def generator_step(self) -> tuple[float, float]:
         """One step of the non-saturating generator loss through the frozen discriminator.
@@ -117,20 +137,13 @@ class CGANTrainer:
     def profile_loss(self) -> torch.Tensor:
         """Squared distance between G's mean row per class and the released class profile.
 
-        Measured in eval mode (BatchNorm on running statistics), i.e. on the generator that
-        sampling uses, with the same number of rows for every class so a rare class counts
-        as much as a common one.
+        The same number of rows for every class, so a rare class counts as much as a common one.
         """
         assert self.class_profiles is not None
         n_classes = self.class_profiles.shape[0]
         device = self.class_profiles.device
         codes = torch.arange(n_classes, device=device).repeat_interleave(PROFILE_ROWS)
         z = torch.randn(len(codes), self.generator.latent_dim, device=device)
-        was_training = self.generator.training
-        self.generator.eval()
-        try:
-            rows = self.generator.expected_rows(z, F.one_hot(codes, n_classes).float())
-        finally:
-            self.generator.train(was_training)
+        rows = self.generator.expected_rows(z, F.one_hot(codes, n_classes).float())
         means = rows.view(n_classes, PROFILE_ROWS, -1).mean(dim=1)
         return ((means - self.class_profiles) ** 2).sum(dim=1).mean()

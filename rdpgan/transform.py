@@ -81,7 +81,12 @@ class TableTransformer:
             blocks.append(unit[:, None].astype(np.float32))
             if column.n_modes > 1:
                 blocks.append(np.eye(column.n_modes, dtype=np.float32)[modes])
-        return np.concatenate(blocks, axis=1) if blocks else np.zeros((len(frame), 0), np.float32)
+        matrix = np.concatenate(blocks, axis=1) if blocks else np.zeros((len(frame), 0), np.float32)
+        # Finite by construction (bounded schema, clipped values): checked anyway, since every
+        # sensitivity bound downstream assumes it and one NaN row would break them all.
+        if not np.isfinite(matrix).all():
+            raise ValueError("the encoded rows are not finite: the schema's bounds are unusable")
+        return matrix
 
     def split(self, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(tanh values, block codes) of an encoded matrix: the argmax of every one-hot block."""

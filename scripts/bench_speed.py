@@ -29,6 +29,7 @@ from rdpgan.io import atomic_write
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger
+from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
 from rdpgan.training import CGANTrainer, adam_optimizers
 from rdpgan.transform import TableTransformer
 
@@ -46,7 +47,8 @@ def make_trainer(private: bool, seed: int = 0) -> CGANTrainer:
     generator = Generator.for_table(model, transformer)
     discriminator = Discriminator.for_table(model, transformer)
     g_opt, d_opt = adam_optimizers(generator, discriminator, train)
-    sample_rate = train.batch_size / len(train_rows)
+    sample_rate = exact_sample_rate(train.batch_size / len(train_rows))
+    secret = SecretRandomness()
     if private:
         ledger = PrivacyLedger(1e6, 1e-5, "rdp")  # a budget that never stops the benchmark
         release = ledger.open_dp_sgd("dp_sgd", 1.0, sample_rate, max_steps=10**6)
@@ -57,6 +59,7 @@ def make_trainer(private: bool, seed: int = 0) -> CGANTrainer:
             release=release,
             max_grad_norm=1.0,
             expected_batch_size=train.batch_size,
+            secret=secret,
         )
     else:
         critic = PlainSGD(discriminator, d_opt, train.batch_size)
@@ -68,6 +71,7 @@ def make_trainer(private: bool, seed: int = 0) -> CGANTrainer:
         features,
         labels,
         probs,
+        secret,
         sample_rate,
         train.batch_size,
         model.auxiliary_weight,

@@ -253,6 +253,7 @@ def main() -> None:
                 seed=seed,
                 device="cpu",
             ).fit(fit_rows, table.target, table.schema, table.positive_label)
+            fitted = time.perf_counter()
             synthetic = model.sample(len(fit_rows))
             scores = score_table(
                 synthetic, validation, table.schema, table.target, table.positive_label, seed
@@ -263,7 +264,7 @@ def main() -> None:
                 "epsilon": args.epsilon,
                 "validation_mean_auroc": round(scores.mean, 4),
                 "round": round_of(name),
-                "train_seconds": round(model.metrics["wall_seconds"], 1),
+                "train_seconds": round(fitted - start, 1),
                 "total_seconds": round(time.perf_counter() - start, 1),
                 **{f"auroc_{k}": round(v, 4) for k, v in scores.auroc.items()},
             }

@@ -13,7 +13,7 @@ from rdpgan.cli import compose_run_config, read_run_config
 from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import private_schema as private_schema_module
-from rdpgan.privacy.ledger import recompute_epsilon
+from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism_probabilities
 from rdpgan.privacy.private_schema import (
     ROUND_GRID,
@@ -79,7 +79,7 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
     ledger = read(run, "privacy.json")
     schema_release = next(m for m in ledger["mechanisms"] if m["name"] == "schema")
     assert schema_release["kind"] == "pure" and schema_release["epsilon"] == pytest.approx(0.4)
-    assert ledger["end_to_end"] and ledger["epsilon_spent"] <= 4.0
+    assert ledger["notes"] == [SEEDED_NOTE] and ledger["epsilon_spent"] <= 4.0
     assert ledger["epsilon_spent"] > 0.4  # DP-SGD and the label counts were charged on top
     assert recompute_epsilon(ledger) == pytest.approx(ledger["epsilon_spent"], abs=1e-9)
     costs = [m["epsilon_alone"] for m in ledger["mechanisms"]]  # each release with its cost
@@ -91,7 +91,7 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
     # No candidates: continuous whatever the data holds (text reads as missing), and said so.
     assert columns["constant"]["kind"] == "continuous"
     assert "'constant' is treated as continuous" in result.stderr
-    assert not (run / "PRIVACY_WARNING.txt").exists()
+    assert (run / "PRIVACY_WARNING.txt").read_text() == SEEDED_NOTE + "\n"  # and nothing else
     synthetic = pd.read_csv(run / "synthetic.csv")
     assert set(synthetic["grade"]) <= {"A", "not A"}
 
@@ -149,7 +149,7 @@ def test_the_private_schema_noise_does_not_follow_from_the_seed(messy_csv, monke
     states = []
 
     def spy(*args):
-        states.append(args[-1].bit_generator.state["state"])
+        states.append(str(args[-1].bit_generator.state))
         return private_schema(*args)
 
     monkeypatch.setattr(private_schema_module, "private_schema", spy)

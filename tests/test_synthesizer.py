@@ -12,7 +12,7 @@ import torch
 from rdpgan import DPCGAN
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.errors import UserInputError
-from rdpgan.privacy.ledger import recompute_epsilon
+from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 
 SCHEMA = [
     {"name": "x", "kind": "continuous", "lo": -5, "hi": 5},
@@ -50,7 +50,8 @@ def test_fit_sample_save_load_round_trip(tmp_path):
     assert str(sample["n"].dtype) == "int64"
 
     ledger = model.ledger.to_dict()
-    assert 0 < ledger["epsilon_spent"] <= 4.0 and ledger["end_to_end"]
+    assert 0 < ledger["epsilon_spent"] <= 4.0
+    assert not ledger["end_to_end"] and ledger["notes"] == [SEEDED_NOTE]  # a reproducible run
     assert math.isclose(recompute_epsilon(ledger), ledger["epsilon_spent"], rel_tol=1e-12)
 
     model.save(tmp_path / "m")
@@ -89,6 +90,7 @@ def test_the_same_seeds_give_the_same_synthetic_table():
     second.fit(toy_table(), "y", SCHEMA)
     pd.testing.assert_frame_equal(first.sample(400), second.sample(400))
     assert first.ledger.to_dict()["noise_source"] == "seeded"
+    assert not first.ledger.end_to_end  # reproducible means the noise key is a number
 
 
 def test_by_default_the_dp_noise_does_not_follow_from_the_seed():
@@ -102,6 +104,7 @@ def test_by_default_the_dp_noise_does_not_follow_from_the_seed():
     weights = [dict(run.generator.state_dict()) for run in runs]
     assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
     assert runs[0].ledger.to_dict()["noise_source"] == "os-entropy"
+    assert runs[0].ledger.end_to_end and runs[0].ledger.notes == []
 
 
 def test_the_noise_seed_alone_changes_the_model():
@@ -173,7 +176,7 @@ def test_small_table_caps_the_sampling_rate():
 
 def test_a_table_whose_expected_batch_is_one_row_still_trains():
     """CI once drew a noisy row count of ~12 for a 30-row table: 10% of it rounds to a one-row
-    batch, which G's BatchNorm cannot take. Fakes cost no privacy, so G keeps a real batch."""
+    expected batch. Training must still run (G's own steps use at least MIN_FAKE_BATCH fakes)."""
     train = TrainConfig(steps=6, batch_size=500, max_sample_rate=0.1, progress=False)
     privacy = PrivacyConfig(noise_seed=0)
     model = DPCGAN(epsilon=4.0, device="cpu", model=SMALL["model"], train=train, privacy=privacy)

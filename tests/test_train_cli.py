@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rdpgan.data.schema import Categorical, Schema
-from rdpgan.privacy.ledger import recompute_epsilon
+from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 from tests.conftest import FAST, train_cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,7 +70,8 @@ def test_short_real_run_writes_every_output(trained_run):
         "end_to_end",
         "mechanisms",
     } <= set(ledger)
-    assert ledger["end_to_end"] is True
+    # The shared run is reproducible (privacy.noise_seed): the ledger must say so.
+    assert ledger["end_to_end"] is False and ledger["notes"] == [SEEDED_NOTE]
     assert 0 < ledger["epsilon_spent"] <= 3.0
     assert math.isclose(recompute_epsilon(ledger), ledger["epsilon_spent"], rel_tol=1e-12)
     names = [m["name"] for m in ledger["mechanisms"]]
@@ -81,7 +82,7 @@ def test_short_real_run_writes_every_output(trained_run):
     weights = torch.load(run / "model.pt", weights_only=True)
     assert all(isinstance(v, torch.Tensor) for v in weights.values())
     metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["wall_seconds"] > 0 and metrics["epochs"]
+    assert metrics["epochs"] and "wall_seconds" not in metrics  # time grows with the batches
     # Only quantities private by post-processing: no loss computed on real rows.
     assert {k for epoch in metrics["epochs"] for k in epoch} == {
         "epoch",

@@ -62,6 +62,16 @@ class Continuous:
             )
         if self.transform == "log1p" and self.lo < 0:
             raise UserInputError(f"column {self.name!r}: log1p needs lo >= 0")
+        # Encoding divides by this width: an infinite one (e.g. bounds of +-1e308) would make
+        # values NaN, and one NaN row would reach every sum and clipping factor it enters.
+        with np.errstate(over="ignore"):
+            lo, hi = _forward(self.transform, np.array([self.lo, self.hi], dtype=float))
+            width = float(hi - lo)
+        if not (math.isfinite(width) and width > 0):
+            raise UserInputError(
+                f"column {self.name!r}: the bounds [{self.lo:g}, {self.hi:g}] are too far apart "
+                "to encode (their width is not a finite number)"
+            )
 
     @property
     def n_modes(self) -> int:

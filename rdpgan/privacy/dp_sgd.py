@@ -1,10 +1,13 @@
 """DP-SGD for one module: Poisson sampling, per-sample clipping, Gaussian noise, one charge a step.
 
-This is the wiring Opacus's ``PrivacyEngine.make_private`` does, done by hand for two reasons:
-(1) our batches are row indices into one tensor, drawn by a vectorised Poisson sampler, which is
-far faster than a DataLoader over single rows; (2) the ledger, not a hidden accountant hook,
-charges each step, before its noisy update is used. The clipping and noise are Opacus's own
-(ghost clipping: per-sample gradient norms without materialising per-sample gradients).
+This is the wiring Opacus's ``PrivacyEngine.make_private`` does, done by hand for three reasons:
+(1) our batches are row indices into one tensor, drawn by a vectorised Poisson sampler
+(:meth:`SecretRandomness.poisson_indices`), which is far faster than a DataLoader over single
+rows; (2) the ledger, not a hidden accountant hook, charges each step, before its noisy update
+is used; (3) the noise comes from the run's :class:`SecretRandomness` (Opacus's own generator
+argument takes a ``torch.Generator``, whose CPU state is seeded from 64 bits at most). The
+clipping is Opacus's own (ghost clipping: per-sample gradient norms without materialising
+per-sample gradients).
 
 A "sample" is whatever the module's first dimension indexes. The GAN trainer passes [B, 2, F]
 tensors, one (real row, fake row) pair per sample, so each pair's joint gradient is clipped as
@@ -24,14 +27,7 @@ from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClippi
 from torch import nn
 
 from rdpgan.privacy.ledger import PrivacyLedger, Release
-
-
-def poisson_batch(n_rows: int, sample_rate: float, device: torch.device) -> torch.Tensor:
-    """Indices of a Poisson sample: every row independently with probability ``sample_rate``.
-
-    The batch size is random and can be zero; that is what the privacy analysis assumes.
-    """
-    return torch.nonzero(torch.rand(n_rows, device=device) < sample_rate).squeeze(1)
+from rdpgan.privacy.randomness import SecretRandomness
 
 
 @contextmanager
@@ -46,12 +42,21 @@ def _frozen_parameters(module: nn.Module) -> Iterator[None]:
             p.requires_grad_(True)
 
 
-class _ExpectedBatchMean(DPOptimizerFastGradientClipping):
-    """Divide the noisy sum by the *expected* batch size, as DP-SGD's analysis prescribes.
+class _SecretNoiseExpectedMean(DPOptimizerFastGradientClipping):
+    """Opacus's clipping, with noise from the secret source and the *expected* batch size.
 
     With ``loss_reduction="sum"`` Opacus leaves the noisy sum unscaled; dividing by the realised
     batch size would be data-dependent (and undefined for an empty batch).
     """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, secret: SecretRandomness, **kwargs):
+        super().__init__(optimizer, **kwargs)
+        self.secret = secret
+
+    def add_noise(self) -> None:
+        std = self.noise_multiplier * self.max_grad_norm
+        for p in self.params:
+            p.grad = (p.summed_grad + self.secret.gaussian_noise(p.summed_grad, std)).view_as(p)
 
     def scale_grad(self) -> None:
         for p in self.params:
@@ -70,7 +75,7 @@ class DPSGD:
         release: Release,
         max_grad_norm: float,
         expected_batch_size: int,
-        noise_generator: torch.Generator | None = None,
+        secret: SecretRandomness,
     ):
         self.ledger = ledger
         self.release = release
@@ -81,15 +86,13 @@ class DPSGD:
             max_grad_norm=max_grad_norm,
             use_ghost_clipping=True,
         )
-        self.optimizer = _ExpectedBatchMean(
+        self.optimizer = _SecretNoiseExpectedMean(
             optimizer,
+            secret,
             noise_multiplier=release.noise_multiplier,
             max_grad_norm=max_grad_norm,
             expected_batch_size=expected_batch_size,
             loss_reduction="sum",
-            # Its own stream: the noise must not follow from the training seed (see
-            # privacy.noise_seed), while batches and fake rows stay reproducible.
-            generator=noise_generator,
         )
 
     def zero_grad(self) -> None:

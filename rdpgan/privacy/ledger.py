@@ -22,6 +22,15 @@ from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
 
 NON_PRIVATE = "none"
+SEEDED_NOTE = (
+    "reproducible run: the secret randomness (Poisson masks, DP noise) was keyed by a number "
+    "given in the settings, not by fresh OS entropy; the guarantee holds only while that "
+    "number is secret"
+)
+APPROXIMATE_NOTE = (
+    "the {kind} accountant is an approximation, not an upper bound: epsilon_spent may be "
+    "below the privacy actually spent"
+)
 
 
 LEDGER_FILE = "privacy.json"  # a run directory's ledger
@@ -93,6 +102,8 @@ class PrivacyLedger:
         self._step_limits: dict[str, int] = {}
         if not self.private:
             self.warn("NOT PRIVATE: the discriminator is trained without DP (privacy=none)")
+        elif not accountants.is_upper_bound(accountant):
+            self.warn(APPROXIMATE_NOTE.format(kind=accountant))
 
     @property
     def private(self) -> bool:
@@ -104,8 +115,15 @@ class PrivacyLedger:
         return self.private and not self.notes
 
     def warn(self, message: str) -> None:
-        """Record an opt-out; it makes the whole run not end-to-end private."""
-        self.notes.append(message)
+        """Record an opt-out (once); it makes the whole run not end-to-end private."""
+        if message not in self.notes:
+            self.notes.append(message)
+
+    def use_seeded_noise(self) -> None:
+        """The run's secret randomness was keyed by ``privacy.noise_seed``: say so, for good
+        (a resumed run keeps the note whatever its own noise source)."""
+        self.noise_source = "seeded"
+        self.warn(SEEDED_NOTE)
 
     def history(self) -> list[tuple[float, float, int]]:
         return [r.triple() for r in self.releases if r.kind == "gaussian" and r.steps > 0]

@@ -168,6 +168,14 @@ def dp_round_quantile(
     return float(ROUND_GRID[exponential_mechanism(utilities, epsilon, 1.0, rng, prior)])
 
 
+def candidate_counts(series: pd.Series, candidates: list[Any]) -> np.ndarray:
+    """How many rows hold each candidate level: one row adds one to one count at most (L1
+    sensitivity 1); values that are no candidate are not counted."""
+    reader = Categorical(series.name, tuple(candidates), missing=True, unlisted_as_missing=True)
+    counts = np.bincount(reader.encode(series), minlength=len(candidates) + 1)
+    return counts[: len(candidates)].astype(float)  # the last code is 'missing/other'
+
+
 def _grid_step(value: float, direction: int) -> float:
     """The grid value ``direction`` steps from ``value`` (a grid value), stopping at the ends."""
     index = int(np.searchsorted(ROUND_GRID, value)) + direction
@@ -249,11 +257,7 @@ def private_schema(
         if len({str(c) for c in candidates}) != len(candidates):
             # Two equal candidates would count the same rows twice (L1 sensitivity 2).
             raise UserInputError(f"schema.candidates.{name} lists a value twice")
-        reader = Categorical(name, tuple(candidates), missing=True, unlisted_as_missing=True)
-        counts = np.bincount(reader.encode(frame[name]), minlength=len(candidates) + 1)
-        counts = counts[: len(candidates)].astype(float)  # the last code is 'missing/other'
-
-        noisy = laplace_noise(counts, 1.0, per_query, rng)
+        noisy = laplace_noise(candidate_counts(frame[name], candidates), 1.0, per_query, rng)
         kept = [c for c, count in zip(candidates, noisy, strict=True) if count >= threshold]
         if len(kept) < 2:
             messages.append(f"dropped column {name!r}: fewer than two levels survived the noise")

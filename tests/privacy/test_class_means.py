@@ -14,8 +14,9 @@ from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
 from rdpgan.models import Generator
-from rdpgan.privacy import class_means
+from rdpgan.privacy import accountants, class_means
 from rdpgan.privacy.ledger import recompute_epsilon
+from rdpgan.privacy.randomness import SecretRandomness
 from rdpgan.training import CGANTrainer
 from rdpgan.transform import Span, TableTransformer
 
@@ -131,6 +132,7 @@ def test_the_profile_loss_teaches_the_generator_the_class_profiles():
         features=torch.as_tensor(features),
         labels=torch.as_tensor(labels),
         label_probs=torch.tensor([0.9, 0.1]),
+        secret=SecretRandomness(0),
         sample_rate=0.1,
         expected_batch=100,
         class_profiles=torch.as_tensor(targets, dtype=torch.float32),
@@ -172,7 +174,8 @@ def test_the_release_is_paid_for_in_the_ledger(accountant):
     assert (
         release["epsilon_alone"] == pytest.approx(2.0, rel=0.02) and release["epsilon_alone"] <= 2.0
     )
-    assert ledger["epsilon_spent"] <= 4.0 and ledger["end_to_end"]
+    assert ledger["epsilon_spent"] <= 4.0
+    assert ledger["end_to_end"] is accountants.is_upper_bound(accountant)  # gdp: CLT only
     assert recompute_epsilon(ledger) == pytest.approx(ledger["epsilon_spent"], rel=1e-9)
 
 

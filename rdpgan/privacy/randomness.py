@@ -1,0 +1,94 @@
+"""SecretRandomness: the one source of every random draw a DP argument relies on.
+
+Why one place: the guarantee of a release holds only while its randomness is unknown to the
+adversary. Poisson masks (amplification by subsampling needs the batch to be secret), DP-SGD
+noise, the fake rows paired with real ones in a discriminator step, and the noise of every
+measurement (label counts, class profiles, private schema) are all drawn here, never from
+``seed`` (public: it is written in ``run.json``) or from a global RNG that anything else
+touches.
+
+The source is NumPy's Philox-4x64 counter-based generator (a bit generator built from a
+weakened block cipher), keyed through a ``SeedSequence`` with ``KEY_BITS`` bits from the
+operating system's CSPRNG (:mod:`secrets`): fresh every run, never written to any file
+(pickling is refused, so it cannot slip into a checkpoint). ``privacy.noise_seed`` keys it
+with a number instead, for tests and benchmarks; the ledger then marks the run as not
+end-to-end private.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+
+import numpy as np
+import torch
+
+# Bits of OS entropy behind an unseeded source (the requirement is >= 128).
+KEY_BITS = 256
+# Poisson masks compare a uniform integer in [0, 2**MASK_BITS) with rate * 2**MASK_BITS, so a
+# rate that is a multiple of 2**-MASK_BITS (see exact_sample_rate) is realised exactly.
+MASK_BITS = 53
+
+
+def exact_sample_rate(rate: float) -> float:
+    """``rate`` rounded down to a multiple of 2**-53: the rate the Poisson mask realises exactly,
+    and so the one the ledger must charge."""
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"sample rate must be in (0, 1], got {rate}")
+    exact = math.floor(rate * 2**MASK_BITS) / 2**MASK_BITS
+    if exact <= 0.0:
+        raise ValueError(f"sample rate {rate} is below 2**-{MASK_BITS}")
+    return exact
+
+
+class SecretRandomness:
+    """A secret stream of random draws; ``streams`` keep a seeded run's uses apart."""
+
+    def __init__(self, noise_seed: int | None = None, *streams: int):
+        if noise_seed is None:
+            entropy = secrets.randbits(KEY_BITS)
+        else:
+            if isinstance(noise_seed, bool) or int(noise_seed) != noise_seed or noise_seed < 0:
+                raise ValueError(f"noise_seed must be a non-negative integer, got {noise_seed!r}")
+            entropy = int(noise_seed)
+        self.seeded = noise_seed is not None
+        sequence = np.random.SeedSequence(entropy, spawn_key=tuple(int(s) for s in streams))
+        self.numpy = np.random.Generator(np.random.Philox(sequence))
+
+    def __reduce__(self):  # never into a checkpoint, a pickle or a subprocess
+        raise TypeError("SecretRandomness holds secret state and cannot be saved")
+
+    def poisson_indices(self, n_rows: int, sample_rate: float) -> np.ndarray:
+        """Rows of a Poisson sample: each row independently with probability ``sample_rate``,
+        exactly (the rate must come from :func:`exact_sample_rate`). May be empty."""
+        threshold = sample_rate * 2**MASK_BITS
+        if threshold != int(threshold) or not 0 < threshold <= 2**MASK_BITS:
+            raise ValueError(f"sample rate {sample_rate!r} is not a multiple of 2**-{MASK_BITS}")
+        draws = self.numpy.integers(0, 2**MASK_BITS, size=n_rows, dtype=np.int64)
+        return np.flatnonzero(draws < int(threshold))
+
+    def normal(self, shape: tuple[int, ...], std: float = 1.0) -> np.ndarray:
+        """N(0, std^2) draws in float64."""
+        return self.numpy.normal(0.0, std, size=shape)
+
+    def gaussian_noise(self, reference: torch.Tensor, std: float) -> torch.Tensor:
+        """N(0, std^2) noise shaped like ``reference``, on its device and dtype: one float64
+        draw per coordinate (see the README on why Opacus's ``secure_mode`` sum is not used)."""
+        if std == 0:
+            return torch.zeros_like(reference)
+        draws = self.numpy.normal(0.0, std, size=tuple(reference.shape))
+        return torch.from_numpy(draws).to(device=reference.device, dtype=reference.dtype)
+
+    def latent(self, n: int, dim: int, device: torch.device) -> torch.Tensor:
+        """``n`` standard-normal latent vectors (float32)."""
+        z = self.numpy.standard_normal((n, dim), dtype=np.float32)
+        return torch.from_numpy(z).to(device)
+
+    def uniform(self, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+        """Uniform draws in (0, 1), float32 (never exactly 0, so their log is finite)."""
+        u = self.numpy.random(shape, dtype=np.float32)
+        return torch.from_numpy(np.maximum(u, np.float32(2**-24))).to(device)
+
+    def categorical(self, probs: np.ndarray, n: int) -> np.ndarray:
+        """``n`` codes drawn from the distribution ``probs``."""
+        return self.numpy.choice(len(probs), size=n, p=probs)

@@ -1,0 +1,279 @@
+"""Neighbouring tables: one row added or removed moves each release by at most its sensitivity.
+
+Every random draw is fixed except the membership of one row x: the Poisson mask bit, latent
+vector, label and Gumbel noise "attached" to each row stay the same in both tables, and x is
+inserted at a random position (so every row after it changes index). The noise is left out:
+what is compared is the noiseless quantity the mechanism adds noise to.
+
+- A private discriminator step (the product's own CGANTrainer.discriminator_step, with both
+  critics, batches larger than the expected batch, and empty batches): the clipped sum of
+  per-pair gradients changes by at most C in L2.
+- Each sampling-rate-1 release: the label histogram (L2 sensitivity 1), the per-class sums of
+  encoded rows (sqrt(blocks)), and the private schema's scores and counts (sensitivity 1).
+
+A control shows the check has power: with BatchNorm in G (the coupling this file was written
+to catch), the other pairs' fakes move and the bound is broken.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from rdpgan import DPCGAN
+from rdpgan.config import ModelConfig, TrainConfig
+from rdpgan.data.schema import Schema
+from rdpgan.models import Discriminator, Generator
+from rdpgan.privacy import class_means
+from rdpgan.privacy.dp_sgd import DPSGD
+from rdpgan.privacy.ledger import PrivacyLedger
+from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
+from rdpgan.privacy.private_schema import candidate_counts, round_quantile_scores
+from rdpgan.training import CGANTrainer
+from rdpgan.transform import TableTransformer
+
+SLACK = 1e-6
+CLIP = 0.1  # small: every pair is clipped, so a change in any other pair shows
+SPECS = [
+    {"name": "x", "kind": "continuous", "lo": -5, "hi": 5},
+    {
+        "name": "n",
+        "kind": "continuous",
+        "lo": 0,
+        "hi": 1e6,
+        "transform": "log1p",
+        "point_masses": [0],
+        "missing": True,
+    },
+    {"name": "c", "kind": "categorical", "levels": ["a", "b", "c"], "missing": True},
+    {"name": "y", "kind": "categorical", "levels": [0, 1]},
+]
+SCHEMA = Schema.from_specs(SPECS)
+TRANSFORMER = TableTransformer(SCHEMA, "y")
+
+
+def random_rows(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    """Rows anywhere in (and beyond) the schema's domain: extremes, point masses, missing."""
+    return pd.DataFrame(
+        {
+            "x": rng.choice([rng.normal(0, 3), -1e300, 1e300, 5.0], size=n),
+            "n": rng.choice([0.0, np.nan, 3.0, 1e12, float(rng.integers(0, 10**6))], size=n),
+            "c": rng.choice(["a", "b", "c", None], size=n),
+            "y": rng.integers(0, 2, size=n),
+        }
+    )
+
+
+def encoded(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    frame = SCHEMA.conform(frame)
+    return TRANSFORMER.encode(frame), TRANSFORMER.encode_labels(frame)
+
+
+class ScriptedRandomness:
+    """SecretRandomness with every draw given in advance, and no noise: the batch rows and,
+    for each of them in batch order, a label code, a latent vector and Gumbel uniforms."""
+
+    def __init__(self, rows, codes, latents, uniforms):
+        self.rows, self.codes = rows, codes
+        self.latents, self.uniforms = latents, uniforms
+
+    def poisson_indices(self, n_rows: int, sample_rate: float) -> np.ndarray:
+        return self.rows
+
+    def categorical(self, probs: np.ndarray, n: int) -> np.ndarray:
+        assert n == len(self.codes)
+        return self.codes
+
+    def latent(self, n: int, dim: int, device: torch.device) -> torch.Tensor:
+        assert self.latents.shape == (n, dim)
+        return torch.as_tensor(self.latents)
+
+    def uniform(self, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+        assert self.uniforms.shape == shape
+        return torch.as_tensor(self.uniforms)
+
+    def gaussian_noise(self, reference: torch.Tensor, std: float) -> torch.Tensor:
+        return torch.zeros_like(reference)
+
+
+def clipped_sum(generator, discriminator, features, labels, attached, sampled, auxiliary):
+    """The noiseless clipped sum of one real discriminator step over the rows ``sampled``."""
+    generator, discriminator = copy.deepcopy(generator), copy.deepcopy(discriminator)
+    rows = np.flatnonzero(sampled)
+    secret = ScriptedRandomness(rows, *(part[rows] for part in attached))
+    ledger = PrivacyLedger(1e6, 1e-5, "rdp")
+    release = ledger.open_dp_sgd("dp_sgd", 1.0, 0.5, max_steps=10)
+    optimizer = torch.optim.SGD(discriminator.parameters(), lr=0.0)
+    critic = DPSGD(
+        discriminator,
+        optimizer,
+        ledger=ledger,
+        release=release,
+        max_grad_norm=CLIP,
+        expected_batch_size=4,  # below most batches here: no fake count may follow |B|
+        secret=secret,
+    )
+    probs = torch.tensor([0.5, 0.5])
+    g_opt = torch.optim.SGD(generator.parameters(), lr=0.0)
+    trainer = CGANTrainer(
+        generator,
+        critic,
+        g_opt,
+        torch.as_tensor(features),
+        torch.as_tensor(labels),
+        probs,
+        secret,
+        0.5,
+        4,
+        auxiliary_weight=auxiliary,
+    )
+    trainer.discriminator_step()
+    return torch.cat([p.summed_grad.flatten() for p in critic.optimizer.params])
+
+
+def worst_step_change(
+    generator, auxiliary: float, trials: int, seed: int, rates=(0.0, 0.3, 1.0)
+) -> float:
+    """Largest L2 change of the clipped sum over ``trials`` random (table, x, draws); ``rates``
+    cycle through empty batches, typical ones and whole tables."""
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for trial in range(trials):
+        n = int(rng.integers(2, 30))
+        features, labels = encoded(random_rows(rng, n + 1))
+        shape = generator.gumbel_shape(n + 1)[1:]
+        attached = (  # one draw per row, used when the row is sampled
+            rng.integers(0, 2, size=n + 1),
+            rng.standard_normal((n + 1, generator.latent_dim)).astype(np.float32),
+            rng.uniform(1e-6, 1.0, size=(n + 1, *shape)).astype(np.float32),
+        )
+        rate = rates[trial % len(rates)]
+        sampled = rng.random(n + 1) < rate
+        sampled[n] = trial % 5 != 0  # x (the last row, moved to a random place) mostly in
+        where = int(rng.integers(0, n + 1))
+        order = np.r_[np.arange(n)[:where], n, np.arange(n)[where:]]  # x inserted at `where`
+        torch.manual_seed(trial)
+        discriminator = Discriminator(TRANSFORMER.width, 2, [16], auxiliary > 0)
+        common = dict(generator=generator, discriminator=discriminator, auxiliary=auxiliary)
+        without_x = clipped_sum(
+            features=features[:n],
+            labels=labels[:n],
+            attached=tuple(part[:n] for part in attached),
+            sampled=sampled[:n],
+            **common,
+        )
+        with_x = clipped_sum(
+            features=features[order],
+            labels=labels[order],
+            attached=tuple(part[order] for part in attached),
+            sampled=sampled[order],
+            **common,
+        )
+        worst = max(worst, float((with_x - without_x).norm()))
+    return worst
+
+
+def make_generator(seed: int = 0) -> Generator:
+    torch.manual_seed(seed)
+    return Generator(8, 2, [16, 16], TRANSFORMER.spans, TRANSFORMER.width, straight_through=True)
+
+
+@pytest.mark.parametrize("auxiliary", [0.0, 1.0], ids=["conditional_critic", "ac_gan_critic"])
+def test_a_discriminator_step_moves_by_at_most_one_clipped_pair(auxiliary):
+    worst = worst_step_change(make_generator(), auxiliary, trials=60, seed=int(auxiliary))
+    assert worst <= CLIP + SLACK
+    assert worst > 0.5 * CLIP  # x's own pair does show: the comparison is not vacuous
+
+
+def test_control_a_batch_coupled_generator_breaks_the_bound():
+    """G with BatchNorm in training mode (what G had before): adding x moves every fake."""
+    generator = make_generator()
+    for i, layer in enumerate(generator.body):
+        if isinstance(layer, torch.nn.LayerNorm):
+            generator.body[i] = torch.nn.BatchNorm1d(layer.normalized_shape[0])
+    # Whole tables of 2+ rows: BatchNorm refuses a one-row batch in training mode.
+    assert worst_step_change(generator, 1.0, trials=15, seed=7, rates=(1.0,)) > CLIP + 1e-3
+
+
+def test_the_generator_makes_each_row_from_its_own_draws():
+    """Fake j is a function of draw j alone, in a batch of any size."""
+    generator = make_generator()
+    rng = np.random.default_rng(0)
+    z = torch.as_tensor(rng.standard_normal((50, 8)).astype(np.float32))
+    y = torch.nn.functional.one_hot(torch.as_tensor(rng.integers(0, 2, 50)), 2).float()
+    u = torch.as_tensor(rng.uniform(1e-6, 1, generator.gumbel_shape(50)).astype(np.float32))
+    whole = generator(z, y, uniform=u)
+    alone = torch.cat([generator(z[[i]], y[[i]], uniform=u[[i]]) for i in range(50)])
+    torch.testing.assert_close(whole, alone)
+
+
+class ZeroNoise:
+    """Stands in for a numpy Generator: every noise draw is 0, so a release is its query."""
+
+    def normal(self, loc, scale, size):
+        return np.zeros(size)
+
+    def laplace(self, loc, scale, size=None):
+        return np.zeros(size)
+
+
+@pytest.fixture(scope="module")
+def declared() -> dict[str, float]:
+    """The sensitivities the product writes into its ledger for the q = 1 releases."""
+    rng = np.random.default_rng(0)
+    frame = random_rows(rng, 400).assign(x=lambda f: rng.normal(0, 1, len(f)))
+    model = DPCGAN(
+        epsilon=4.0,
+        device="cpu",
+        model=ModelConfig(latent_dim=4, generator_hidden=[8], discriminator_hidden=[8]),
+        train=TrainConfig(steps=1, batch_size=50, progress=False),
+    ).fit(frame, "y", SPECS)
+    mechanisms = model.ledger.to_dict()["mechanisms"]
+    return {m["name"]: m["sensitivity"] for m in mechanisms if "sensitivity" in m}
+
+
+def neighbours(seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A random table and the same table with one random row x inserted somewhere."""
+    rng = np.random.default_rng(seed)
+    table = random_rows(rng, int(rng.integers(0, 40)))
+    x = random_rows(rng, 1)
+    where = int(rng.integers(0, len(table) + 1))
+    return table, pd.concat([table.iloc[:where], x, table.iloc[where:]], ignore_index=True)
+
+
+def test_the_label_histogram_moves_by_at_most_its_sensitivity(declared):
+    assert declared["label_counts"] == 1.0
+    for seed in range(200):
+        releases = [
+            noisy_histogram(np.bincount(encoded(t)[1], minlength=2), 10.0, ZeroNoise())
+            for t in neighbours(seed)
+        ]
+        assert np.linalg.norm(releases[1] - releases[0]) <= declared["label_counts"] + SLACK
+
+
+def test_the_class_sums_move_by_at_most_their_sensitivity(declared):
+    assert declared["class_means"] == pytest.approx(class_means.sensitivity(TRANSFORMER.spans))
+    worst = 0.0
+    for seed in range(200):
+        releases = [
+            class_means.noisy_class_sums(*encoded(t), 2, TRANSFORMER.spans, 1.0, ZeroNoise())
+            for t in neighbours(seed)
+        ]
+        worst = max(worst, float(np.linalg.norm(releases[1] - releases[0])))
+    assert worst <= declared["class_means"] + SLACK
+    assert worst > 0.5 * declared["class_means"]  # extreme rows come near the bound
+
+
+def test_the_private_schema_queries_move_by_at_most_one():
+    """Its exponential-mechanism scores and Laplace counts are declared with sensitivity 1."""
+    for seed in range(200):
+        table, bigger = neighbours(seed)
+        for q in (0.05, 0.5, 0.95):
+            scores = [round_quantile_scores(t["n"].to_numpy(float), q)[0] for t in (table, bigger)]
+            assert np.abs(scores[1] - scores[0]).max() <= 1.0 + SLACK
+        counts = [candidate_counts(t["c"], ["a", "b", "c"]) for t in (table, bigger)]
+        assert np.abs(counts[1] - counts[0]).sum() <= 1.0 + SLACK
