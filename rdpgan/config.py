@@ -105,7 +105,7 @@ class PrivacyConfig:
     # alone costs this fraction of the budget.
     class_means_fraction: float = 0.5
     # What keys the secret randomness (Poisson masks, every DP noise draw, the fakes paired with
-    # real rows). None: 256 bits of the operating system's entropy, fresh every run, so that
+    # real rows). None: a 128-bit key from the operating system's entropy, fresh every run, so
     # knowing ``seed`` (written in run.json and model.json) reveals nothing. An integer makes
     # the run reproducible (tests, benchmarks): the ledger then marks it not end-to-end private,
     # and the number is never written to any file (see public_privacy_settings).

@@ -1,10 +1,10 @@
 """DPCGAN: a conditional GAN whose discriminator is trained with DP-SGD.
 
 ``fit(df)`` spends the privacy budget in up to three releases, all composed in one ledger:
-1. the label histogram, through the Gaussian mechanism, which the generator samples labels from
-   (its noisy total also stands in for the row count wherever one is needed);
-2. with ``model.moment_weight > 0``, each class's mean encoded row, through the Gaussian
-   mechanism (:mod:`rdpgan.privacy.class_means`), which the generator's profile loss matches;
+1. the label histogram (:func:`rdpgan.measure.label_counts`), which the generator samples
+   labels from (its noisy total also stands in for the row count wherever one is needed);
+2. with ``model.moment_weight > 0``, each class's mean encoded row
+   (:func:`rdpgan.measure.class_profiles`), which the generator's profile loss matches;
 3. DP-SGD on the discriminator (Poisson sampling, per-sample clipping, Gaussian noise).
 The generator only ever sees the discriminator's outputs, so it and every sample drawn from it
 are private by post-processing. ``sample(n)`` / ``save(dir)`` / ``DPCGAN.load(dir)`` complete
@@ -30,7 +30,7 @@ import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from rdpgan import checkpoint
+from rdpgan import checkpoint, measure
 from rdpgan.config import (
     ColumnSpec,
     ModelConfig,
@@ -43,7 +43,6 @@ from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, read_json, write_json
 from rdpgan.models import Discriminator, Generator
-from rdpgan.privacy import accountants, class_means
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import (
     LEDGER_FILE,
@@ -52,7 +51,6 @@ from rdpgan.privacy.ledger import (
     check_accountant,
     validate_budget,
 )
-from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
 from rdpgan.privacy.private_schema import SchemaRelease
 from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
 from rdpgan.training import CGANTrainer, adam_optimizers
@@ -190,14 +188,24 @@ class DPCGAN:
         secret = self._secret(first_step=1)
         noise = secret.numpy
         assert self.transformer is not None
-        counts = np.bincount(labels, minlength=self.transformer.n_classes).astype(float)
-        released = self._release_label_counts(counts, noise)
+        n_classes = self.transformer.n_classes
+        released = measure.label_counts(
+            labels, n_classes, self.ledger, self.privacy.label_noise_multiplier, noise
+        )
         self._ledger_to_disk(checkpoint_dir)
         # Everything below that needs "how many rows" uses the released total, not len(df).
         self.released_rows = max(1, round(float(released.sum())))
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
         if self.model_config.moment_weight > 0:
-            self.class_profiles = self._release_class_profiles(features, labels, released, noise)
+            self.class_profiles = measure.class_profiles(
+                features,
+                labels,
+                released,
+                self.transformer.spans,
+                self.ledger,
+                self.privacy.class_means_fraction,
+                noise,
+            )
             self._ledger_to_disk(checkpoint_dir)
         return self._train(features, labels, checkpoint_dir, secret)
 
@@ -360,56 +368,6 @@ class DPCGAN:
         assert self.transformer is not None
         return Generator.for_table(self.model_config, self.transformer).to(self.device)
 
-    def _release_label_counts(self, counts: np.ndarray, noise: np.random.Generator) -> np.ndarray:
-        assert self.ledger is not None
-        if not self.ledger.private:
-            self.ledger.warn("label counts used exactly, without noise (privacy=none)")
-            return counts
-        sigma = self.privacy.label_noise_multiplier
-        self.ledger.record(Release("label_counts", "gaussian", sigma, 1.0, 1, {"sensitivity": 1.0}))
-        return noisy_histogram(counts, sigma, noise)
-
-    def _release_class_profiles(
-        self,
-        features: np.ndarray,
-        labels: np.ndarray,
-        released_counts: np.ndarray,
-        noise: np.random.Generator,
-    ) -> np.ndarray:
-        """Each class's mean encoded row: noisy sums over the released (noisy) counts.
-
-        sigma is calibrated so that this release on its own costs
-        ``privacy.class_means_fraction`` of the budget; the ledger composes it with the rest,
-        and DP-SGD is then calibrated to what is left.
-        """
-        assert self.ledger is not None and self.transformer is not None
-        n_classes, spans = self.transformer.n_classes, self.transformer.spans
-        if not self.ledger.private:
-            self.ledger.warn("class profiles used exactly, without noise (privacy=none)")
-            sums = class_means.class_sums(features, labels, n_classes)
-            return class_means.profiles(sums, released_counts, spans)
-        fraction = self.privacy.class_means_fraction
-        sigma = _calibrate(
-            self.privacy.accountant,
-            [],
-            1.0,
-            1,
-            fraction * self.ledger.gaussian_budget(),
-            self.delta,
-        )
-        sensitivity = class_means.sensitivity(spans)
-        release = Release(
-            "class_means",
-            "gaussian",
-            sigma,
-            1.0,
-            1,
-            {"sensitivity": sensitivity, "epsilon_fraction": fraction},
-        )
-        self.ledger.record(release)
-        sums = class_means.noisy_class_sums(features, labels, n_classes, spans, sigma, noise)
-        return class_means.profiles(sums, released_counts, spans, sigma * sensitivity)
-
     def _make_critic(
         self,
         discriminator: Discriminator,
@@ -428,6 +386,8 @@ class DPCGAN:
             return PlainSGD(discriminator, d_opt, expected_batch), planned
         if first_step > 1:  # resumed: the DP-SGD release is already open
             release = self.ledger.releases[-1]
+            if release.sample_rate != sample_rate:  # the mask must realise the charged rate
+                raise UserInputError("the checkpoint's sampling rate does not match its ledger")
         else:
             release = self._open_dp_sgd(planned, sample_rate, expected_batch)
         steps = max(0, self.ledger.steps_left(release))
@@ -452,14 +412,7 @@ class DPCGAN:
         assert self.ledger is not None
         cfg, privacy = self.train_config, self.privacy
         if privacy.noise_multiplier is None:
-            sigma = _calibrate(
-                privacy.accountant,
-                self.ledger.history(),
-                sample_rate,
-                planned,
-                self.ledger.gaussian_budget(),
-                self.delta,
-            )
+            sigma = self.ledger.calibrate(sample_rate, planned, self.ledger.gaussian_budget())
             cap = planned
         else:
             sigma = float(privacy.noise_multiplier)
@@ -673,18 +626,6 @@ class DPCGAN:
         ) as exc:
             raise UserInputError(f"the model in {directory} is damaged or incompatible") from exc
         return model
-
-
-def _calibrate(
-    kind: str, prior: list, sample_rate: float, steps: int, target: float, delta: float
-) -> float:
-    """:func:`accountants.calibrate_noise_multiplier`, with an impossible plan as a user error."""
-    try:
-        return accountants.calibrate_noise_multiplier(
-            kind, prior, sample_rate, steps, target, delta
-        )
-    except ValueError as exc:
-        raise UserInputError(f"{exc} (raise epsilon or change the budget split)") from exc
 
 
 class TrainingInterrupted(RuntimeError):

@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 from rdpgan import checkpoint
 from rdpgan.cli import (
     existing_files,
+    fail,
     guarded,
     precheck_overrides,
     read_run_config,
@@ -189,7 +190,19 @@ def _hydra_main(cfg: DictConfig) -> None:
         sys.exit(130)
 
 
+def refuse_recorded_noise_seed(args: list[str]) -> None:
+    """A sweep writes its overrides into ``multirun.yaml`` (and may name run directories after
+    them): a noise seed given there would be on disk, and the guarantee rests on its secrecy."""
+    sweeping = any(arg in ("-m", "--multirun") for arg in args)
+    if sweeping and any(arg.lstrip("+~").startswith("privacy.noise_seed=") for arg in args):
+        fail(
+            "privacy.noise_seed cannot be given to a --multirun sweep: Hydra would write it into "
+            "multirun.yaml; run each seeded job on its own, or leave the seed out"
+        )
+
+
 def main() -> None:
+    refuse_recorded_noise_seed(sys.argv[1:])
     precheck_overrides("config", sys.argv[1:])
     _hydra_main()
 

@@ -103,6 +103,16 @@ def share_line(runs: pd.DataFrame, real: pd.DataFrame, dataset: str) -> str:
     return text + "."
 
 
+def provenance_line(runs: pd.DataFrame) -> str:
+    """Which code made the rows, and when (each row names its commit and date)."""
+    groups = runs.groupby("commit", sort=False)["date"].agg(["size", "min", "max"])
+    made = [
+        f"`{commit}` ({row['size']} runs, {row['min']} – {row['max']})"
+        for commit, row in groups.iterrows()
+    ]
+    return "Runs by commit: " + "; ".join(made) + "."
+
+
 def figure(results: Path, data: dict[str, tuple[pd.DataFrame, pd.DataFrame]]) -> None:
     fig, axes = plt.subplots(1, len(data), figsize=(5 * len(data), 4), squeeze=False)
     for ax, (dataset, (runs, real)) in zip(axes[0], data.items(), strict=True):
@@ -156,6 +166,8 @@ def main() -> None:
             f"### {dataset}",
             "",
             share_line(runs, real, dataset),
+            "",
+            provenance_line(runs),
             "",
             f"Per classifier at ε=8 (mean ± std over repeats; runs per cell: "
             f"{repeats.min()}–{repeats.max()}):",

@@ -149,6 +149,20 @@ class PrivacyLedger:
         """What the Gaussian releases (label counts, DP-SGD) may spend after the pure ones."""
         return self.epsilon_target - self.pure_epsilon()
 
+    def calibrate(
+        self, sample_rate: float, steps: int, target: float, alone: bool = False
+    ) -> float:
+        """The least noise multiplier with which ``steps`` Gaussian steps at ``sample_rate``
+        fit into epsilon ``target``, after the releases recorded so far (or ``alone``). A plan
+        no noise can fit is a settings problem, reported in one line."""
+        prior = [] if alone else self.history()
+        try:
+            return accountants.calibrate_noise_multiplier(
+                self.accountant, prior, sample_rate, steps, target, self.delta
+            )
+        except ValueError as exc:
+            raise UserInputError(f"{exc} (raise epsilon or change the budget split)") from exc
+
     def epsilon(self) -> float:
         if not self.private:
             return math.inf

@@ -7,12 +7,13 @@ measurement (label counts, class profiles, private schema) are all drawn here, n
 ``seed`` (public: it is written in ``run.json``) or from a global RNG that anything else
 touches.
 
-The source is NumPy's Philox-4x64 counter-based generator (a bit generator built from a
-weakened block cipher), keyed through a ``SeedSequence`` with ``KEY_BITS`` bits from the
-operating system's CSPRNG (:mod:`secrets`): fresh every run, never written to any file
-(pickling is refused, so it cannot slip into a checkpoint). ``privacy.noise_seed`` keys it
-with a number instead, for tests and benchmarks; the ledger then marks the run as not
-end-to-end private.
+The source is NumPy's Philox-4x64-10 counter-based generator (built from a reduced-round
+block cipher; not certified as a CSPRNG), whose 128-bit key and 256-bit starting counter are
+drawn from the operating system's CSPRNG (:mod:`secrets`): fresh every run, never written to
+any file (pickling is refused, so it cannot slip into a checkpoint; :attr:`numpy`, handed to
+the mechanisms, must not be stored either). ``privacy.noise_seed`` keys it through a
+``SeedSequence`` with a number instead, for tests and benchmarks; the ledger then marks the run
+as not end-to-end private.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import secrets
 import numpy as np
 import torch
 
-# Bits of OS entropy behind an unseeded source (the requirement is >= 128).
-KEY_BITS = 256
+# Bits of OS entropy behind an unseeded source: Philox's whole key, and its starting counter.
+KEY_BITS = 128
+COUNTER_BITS = 256
 # Poisson masks compare a uniform integer in [0, 2**MASK_BITS) with rate * 2**MASK_BITS, so a
 # rate that is a multiple of 2**-MASK_BITS (see exact_sample_rate) is realised exactly.
 MASK_BITS = 53
@@ -46,14 +48,15 @@ class SecretRandomness:
 
     def __init__(self, noise_seed: int | None = None, *streams: int):
         if noise_seed is None:
-            entropy = secrets.randbits(KEY_BITS)
+            key, counter = secrets.randbits(KEY_BITS), secrets.randbits(COUNTER_BITS)
+            bits = np.random.Philox(key=key, counter=counter)
         else:
             if isinstance(noise_seed, bool) or int(noise_seed) != noise_seed or noise_seed < 0:
                 raise ValueError(f"noise_seed must be a non-negative integer, got {noise_seed!r}")
-            entropy = int(noise_seed)
+            spawn_key = tuple(int(s) for s in streams)
+            bits = np.random.Philox(np.random.SeedSequence(int(noise_seed), spawn_key=spawn_key))
         self.seeded = noise_seed is not None
-        sequence = np.random.SeedSequence(entropy, spawn_key=tuple(int(s) for s in streams))
-        self.numpy = np.random.Generator(np.random.Philox(sequence))
+        self.numpy = np.random.Generator(bits)
 
     def __reduce__(self):  # never into a checkpoint, a pickle or a subprocess
         raise TypeError("SecretRandomness holds secret state and cannot be saved")

@@ -135,6 +135,22 @@ def test_empty_poisson_batch_still_adds_noise_and_is_charged():
     assert ledger.charges == 1
 
 
+def test_the_noise_is_sigma_times_c_on_the_sum_divided_by_the_expected_batch():
+    """An empty batch (its clipped sum is 0): each step's update is pure noise of standard
+    deviation sigma * C / expected batch size, on every coordinate."""
+    sigma, clip, expected = 2.0, 0.5, 4
+    critic, discriminator, _, _ = make_critic(seed=0, sigma=sigma, clip=clip, expected=expected)
+    x, y = torch.zeros(0, 2, WIDTH), torch.zeros(0, 2, CLASSES)
+    updates = []
+    for _ in range(200):
+        before = flat_params(discriminator).clone()
+        d_step(critic, x, y)
+        updates.append(flat_params(discriminator) - before)
+    std = torch.stack(updates).std(dim=0)  # SGD with lr = 1: the update is minus the gradient
+    assert float(std.min()) > 0.8 * sigma * clip / expected
+    assert abs(float(std.mean()) / (sigma * clip / expected) - 1) < 0.03
+
+
 def test_plain_sgd_uses_the_same_loss_scaling_as_dp_sgd_without_clipping_or_noise():
     critic, discriminator, _, _ = make_critic(seed=0, sigma=0.0, clip=1e6)
     torch.manual_seed(0)

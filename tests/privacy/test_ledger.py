@@ -9,6 +9,7 @@ import pytest
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
 from rdpgan.privacy.ledger import (
+    SEEDED_NOTE,
     BudgetExhausted,
     PrivacyLedger,
     Release,
@@ -97,6 +98,25 @@ def test_opt_out_note_clears_end_to_end():
     assert ledger.end_to_end
     ledger.warn("schema inferred from the data")
     assert not ledger.to_dict()["end_to_end"]
+
+
+@pytest.mark.parametrize("kind", accountants.ACCOUNTANTS)
+def test_only_an_upper_bound_accountant_can_be_end_to_end(kind):
+    """gdp's CLT epsilon can understate the privacy spent: its runs must not claim the guarantee,
+    and the file must survive a round trip (resume) with the note, once."""
+    record = PrivacyLedger(8.0, 1e-5, kind).to_dict()
+    assert record["end_to_end"] is accountants.is_upper_bound(kind)
+    again = PrivacyLedger.from_dict(record).to_dict()
+    assert again["notes"] == record["notes"] and len(record["notes"]) == int(kind == "gdp")
+
+
+def test_a_seeded_run_is_marked_once_and_for_good():
+    ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+    ledger.use_seeded_noise()
+    ledger.use_seeded_noise()  # a resume given the seed again
+    resumed = PrivacyLedger.from_dict(ledger.to_dict())
+    assert resumed.notes == [SEEDED_NOTE] and resumed.noise_source == "seeded"
+    assert not resumed.end_to_end
 
 
 @pytest.mark.parametrize(

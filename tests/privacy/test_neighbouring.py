@@ -24,14 +24,12 @@ import pandas as pd
 import pytest
 import torch
 
-from rdpgan import DPCGAN
-from rdpgan.config import ModelConfig, TrainConfig
+from rdpgan import measure
 from rdpgan.data.schema import Schema
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy import class_means
 from rdpgan.privacy.dp_sgd import DPSGD
 from rdpgan.privacy.ledger import PrivacyLedger
-from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
 from rdpgan.privacy.private_schema import candidate_counts, round_quantile_scores
 from rdpgan.training import CGANTrainer
 from rdpgan.transform import TableTransformer
@@ -100,39 +98,52 @@ class ScriptedRandomness:
         return torch.zeros_like(reference)
 
 
-def clipped_sum(generator, discriminator, features, labels, attached, sampled, auxiliary):
-    """The noiseless clipped sum of one real discriminator step over the rows ``sampled``."""
+def scripted_trainer(generator, discriminator, features, labels, attached, sampled, auxiliary):
+    """The product's trainer and DP-SGD critic on copies of the networks, with the draws of the
+    rows ``sampled`` scripted and no noise."""
     generator, discriminator = copy.deepcopy(generator), copy.deepcopy(discriminator)
     rows = np.flatnonzero(sampled)
     secret = ScriptedRandomness(rows, *(part[rows] for part in attached))
     ledger = PrivacyLedger(1e6, 1e-5, "rdp")
     release = ledger.open_dp_sgd("dp_sgd", 1.0, 0.5, max_steps=10)
-    optimizer = torch.optim.SGD(discriminator.parameters(), lr=0.0)
     critic = DPSGD(
         discriminator,
-        optimizer,
+        torch.optim.SGD(discriminator.parameters(), lr=0.0),
         ledger=ledger,
         release=release,
         max_grad_norm=CLIP,
         expected_batch_size=4,  # below most batches here: no fake count may follow |B|
         secret=secret,
     )
-    probs = torch.tensor([0.5, 0.5])
-    g_opt = torch.optim.SGD(generator.parameters(), lr=0.0)
     trainer = CGANTrainer(
         generator,
         critic,
-        g_opt,
+        torch.optim.SGD(generator.parameters(), lr=0.0),
         torch.as_tensor(features),
         torch.as_tensor(labels),
-        probs,
+        torch.tensor([0.5, 0.5]),
         secret,
         0.5,
         4,
         auxiliary_weight=auxiliary,
     )
+    return trainer, critic
+
+
+def clipped_sum(**arguments) -> torch.Tensor:
+    """The noiseless clipped sum of one real discriminator step over the rows ``sampled``."""
+    trainer, critic = scripted_trainer(**arguments)
     trainer.discriminator_step()
     return torch.cat([p.summed_grad.flatten() for p in critic.optimizer.params])
+
+
+def attached_draws(rng: np.random.Generator, generator: Generator, n: int) -> tuple:
+    """One (label code, latent, Gumbel uniforms) per row, used when the row is sampled."""
+    return (
+        rng.integers(0, 2, size=n),
+        rng.standard_normal((n, generator.latent_dim)).astype(np.float32),
+        rng.uniform(1e-6, 1.0, size=generator.gumbel_shape(n)).astype(np.float32),
+    )
 
 
 def worst_step_change(
@@ -145,12 +156,7 @@ def worst_step_change(
     for trial in range(trials):
         n = int(rng.integers(2, 30))
         features, labels = encoded(random_rows(rng, n + 1))
-        shape = generator.gumbel_shape(n + 1)[1:]
-        attached = (  # one draw per row, used when the row is sampled
-            rng.integers(0, 2, size=n + 1),
-            rng.standard_normal((n + 1, generator.latent_dim)).astype(np.float32),
-            rng.uniform(1e-6, 1.0, size=(n + 1, *shape)).astype(np.float32),
-        )
+        attached = attached_draws(rng, generator, n + 1)
         rate = rates[trial % len(rates)]
         sampled = rng.random(n + 1) < rate
         sampled[n] = trial % 5 != 0  # x (the last row, moved to a random place) mostly in
@@ -175,6 +181,29 @@ def worst_step_change(
         )
         worst = max(worst, float((with_x - without_x).norm()))
     return worst
+
+
+def test_a_discriminator_step_draws_nothing_from_the_public_stream():
+    """The public stream (seed's: the generator step, the profile loss) must not follow |B|."""
+    rng = np.random.default_rng(0)
+    generator = make_generator()
+    features, labels = encoded(random_rows(rng, 30))
+    attached = attached_draws(rng, generator, 30)
+    discriminator = Discriminator(TRANSFORMER.width, 2, [16], True)
+    for size in (0, 1, 7, 30):
+        sampled = np.arange(30) < size
+        trainer, _ = scripted_trainer(
+            generator=generator,
+            discriminator=discriminator,
+            features=features,
+            labels=labels,
+            attached=attached,
+            sampled=sampled,
+            auxiliary=1.0,
+        )
+        torch.manual_seed(0)
+        trainer.discriminator_step()
+        assert torch.equal(torch.get_rng_state(), torch.manual_seed(0).get_state())
 
 
 def make_generator(seed: int = 0) -> Generator:
@@ -212,28 +241,11 @@ def test_the_generator_makes_each_row_from_its_own_draws():
 
 
 class ZeroNoise:
-    """Stands in for a numpy Generator: every noise draw is 0, so a release is its query."""
+    """Stands in for the secret numpy Generator: every noise draw is 0, so a release is its
+    query."""
 
     def normal(self, loc, scale, size):
         return np.zeros(size)
-
-    def laplace(self, loc, scale, size=None):
-        return np.zeros(size)
-
-
-@pytest.fixture(scope="module")
-def declared() -> dict[str, float]:
-    """The sensitivities the product writes into its ledger for the q = 1 releases."""
-    rng = np.random.default_rng(0)
-    frame = random_rows(rng, 400).assign(x=lambda f: rng.normal(0, 1, len(f)))
-    model = DPCGAN(
-        epsilon=4.0,
-        device="cpu",
-        model=ModelConfig(latent_dim=4, generator_hidden=[8], discriminator_hidden=[8]),
-        train=TrainConfig(steps=1, batch_size=50, progress=False),
-    ).fit(frame, "y", SPECS)
-    mechanisms = model.ledger.to_dict()["mechanisms"]
-    return {m["name"]: m["sensitivity"] for m in mechanisms if "sensitivity" in m}
 
 
 def neighbours(seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -245,27 +257,41 @@ def neighbours(seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, pd.concat([table.iloc[:where], x, table.iloc[where:]], ignore_index=True)
 
 
-def test_the_label_histogram_moves_by_at_most_its_sensitivity(declared):
-    assert declared["label_counts"] == 1.0
+def test_the_label_histogram_moves_by_at_most_its_declared_sensitivity():
     for seed in range(200):
-        releases = [
-            noisy_histogram(np.bincount(encoded(t)[1], minlength=2), 10.0, ZeroNoise())
-            for t in neighbours(seed)
-        ]
-        assert np.linalg.norm(releases[1] - releases[0]) <= declared["label_counts"] + SLACK
+        releases, declared = [], set()
+        for table in neighbours(seed):
+            ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+            releases.append(measure.label_counts(encoded(table)[1], 2, ledger, 10.0, ZeroNoise()))
+            declared.add(ledger.releases[-1].details["sensitivity"])
+        (sensitivity,) = declared
+        assert np.linalg.norm(releases[1] - releases[0]) <= sensitivity + SLACK
 
 
-def test_the_class_sums_move_by_at_most_their_sensitivity(declared):
-    assert declared["class_means"] == pytest.approx(class_means.sensitivity(TRANSFORMER.spans))
-    worst = 0.0
+def test_the_class_sums_move_by_at_most_their_declared_sensitivity(monkeypatch):
+    released = []  # what measure.class_profiles adds its noise to (here: none)
+    noisy_sums = class_means.noisy_class_sums
+
+    def spy(*args):
+        released.append(noisy_sums(*args))
+        return released[-1]
+
+    monkeypatch.setattr(class_means, "noisy_class_sums", spy)
+    worst, declared = 0.0, set()
     for seed in range(200):
-        releases = [
-            class_means.noisy_class_sums(*encoded(t), 2, TRANSFORMER.spans, 1.0, ZeroNoise())
-            for t in neighbours(seed)
-        ]
-        worst = max(worst, float(np.linalg.norm(releases[1] - releases[0])))
-    assert worst <= declared["class_means"] + SLACK
-    assert worst > 0.5 * declared["class_means"]  # extreme rows come near the bound
+        released.clear()
+        for table in neighbours(seed):
+            ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+            features, labels = encoded(table)
+            counts = np.bincount(labels, minlength=2).astype(float)
+            measure.class_profiles(
+                features, labels, counts, TRANSFORMER.spans, ledger, 0.5, ZeroNoise()
+            )
+            declared.add(ledger.releases[-1].details["sensitivity"])
+        worst = max(worst, float(np.linalg.norm(released[1] - released[0])))
+    (sensitivity,) = declared
+    assert worst <= sensitivity + SLACK
+    assert worst > 0.5 * sensitivity  # extreme rows come near the bound: the check has teeth
 
 
 def test_the_private_schema_queries_move_by_at_most_one():
