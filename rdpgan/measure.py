@@ -1,6 +1,8 @@
 """Measurements: private rows in, released (noisy) statistics out, each one in the ledger.
 
-The only place besides DP-SGD where the generator's inputs touch private rows. Each function
+With DP-SGD (:mod:`rdpgan.privacy.dp_sgd`) and the private schema
+(:mod:`rdpgan.privacy.private_schema`), the only place where private rows reach what the
+generator learns from. Each function
 records its release (mechanism, noise, declared sensitivity) in the run's ledger *before* it
 draws the noise from the run's secret randomness, and returns only the noisy statistic or a
 post-processing of it; ``tests/privacy/test_neighbouring.py`` checks each declared sensitivity

@@ -23,9 +23,8 @@ from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import read_json, write_json
 from rdpgan.privacy.ledger import LEDGER_FILE
 from rdpgan.privacy.private_schema import SchemaRelease, load_tables
-from rdpgan.privacy.randomness import SecretRandomness
+from rdpgan.privacy.randomness import SCHEMA_STREAM, SecretRandomness
 
-SCHEMA_STREAM = 1  # keeps a seeded schema's noise apart from the label and training noise
 RELEASED_SCHEMA = "schema.json"
 # What a failed run keeps once its ledger is on disk: the ledger, the schema it paid for, and
 # what resume=true needs to finish the job. Deleting them would forget privacy already spent.

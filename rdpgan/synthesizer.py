@@ -52,14 +52,12 @@ from rdpgan.privacy.ledger import (
     validate_budget,
 )
 from rdpgan.privacy.private_schema import SchemaRelease
-from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
+from rdpgan.privacy.randomness import FIT_STREAM, SecretRandomness, exact_sample_rate
 from rdpgan.training import CGANTrainer, adam_optimizers
 from rdpgan.transform import TableTransformer
 
 # 2: G normalises rows with LayerNorm (format 1's BatchNorm coupled the rows of a batch).
 MODEL_FORMAT = 2
-# Keys the secret stream of fit/resume apart from the private schema's (runs.SCHEMA_STREAM).
-FIT_STREAM = 0
 # What a training checkpoint must hold (see _Checkpointer.save).
 CHECKPOINT_META = ("model", "history", "finished", "step")
 CHECKPOINT_TENSORS = (
@@ -265,6 +263,7 @@ class DPCGAN:
         try:
             model = cls._from_description(meta["model"], device)
             model.privacy.noise_seed = noise_seed
+            _validate_settings(model.privacy, model.model_config, model.train_config)
             model.ledger = PrivacyLedger.from_dict(read_json(ledger_path))
             if noise_seed is not None:
                 model.ledger.use_seeded_noise()
@@ -380,8 +379,7 @@ class DPCGAN:
         """Wrap D for DP-SGD and decide how many discriminator steps are left to take."""
         assert self.ledger is not None
         cfg, privacy = self.train_config, self.privacy
-        # Rounded first: the exact rate sits a hair below the nominal one (1/q of 0.1 is 10).
-        planned = cfg.steps or max(1, math.ceil(round(cfg.epochs / sample_rate, 6)))
+        planned = cfg.steps or max(1, _steps_for(cfg.epochs, sample_rate))
         if not self.ledger.private:
             return PlainSGD(discriminator, d_opt, expected_batch), planned
         if first_step > 1:  # resumed: the DP-SGD release is already open
@@ -416,9 +414,7 @@ class DPCGAN:
             cap = planned
         else:
             sigma = float(privacy.noise_multiplier)
-            cap = 10**9
-            if cfg.max_epochs is not None:
-                cap = math.ceil(round(cfg.max_epochs / sample_rate, 6))
+            cap = 10**9 if cfg.max_epochs is None else _steps_for(cfg.max_epochs, sample_rate)
         return self.ledger.open_dp_sgd(
             "dp_sgd_discriminator",
             sigma,
@@ -626,6 +622,12 @@ class DPCGAN:
         ) as exc:
             raise UserInputError(f"the model in {directory} is damaged or incompatible") from exc
         return model
+
+
+def _steps_for(epochs: float, sample_rate: float) -> int:
+    """Steps in ``epochs`` passes at ``sample_rate``, rounded first: the exact rate sits a hair
+    below the nominal one (1/q of 0.1 must be 10 steps, not 11)."""
+    return math.ceil(round(epochs / sample_rate, 6))
 
 
 class TrainingInterrupted(RuntimeError):

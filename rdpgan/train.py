@@ -15,6 +15,8 @@ from pathlib import Path
 
 import hydra
 import pandas as pd
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rdpgan import checkpoint
@@ -176,6 +178,9 @@ def warn_if_not_private(model: DPCGAN, out: Path) -> None:
 def _hydra_main(cfg: DictConfig) -> None:
     out = run_dir()
     before = existing_files(out)
+    if HydraConfig.get().mode == RunMode.MULTIRUN and cfg.privacy.noise_seed is not None:
+        sweep = Path(HydraConfig.get().sweep.dir) / "multirun.yaml"
+        fail(f"{_SEED_IN_SWEEP} (delete {sweep}: it holds the seed)")
     try:
         guarded(
             lambda: run(to_typed(cfg, RunConfig), out),
@@ -190,15 +195,22 @@ def _hydra_main(cfg: DictConfig) -> None:
         sys.exit(130)
 
 
+_SEED_IN_SWEEP = (
+    "privacy.noise_seed cannot be given to a --multirun sweep: Hydra writes a sweep's config "
+    "into multirun.yaml; run each seeded job on its own, or leave the seed out"
+)
+
+
 def refuse_recorded_noise_seed(args: list[str]) -> None:
-    """A sweep writes its overrides into ``multirun.yaml`` (and may name run directories after
-    them): a noise seed given there would be on disk, and the guarantee rests on its secrecy."""
-    sweeping = any(arg in ("-m", "--multirun") for arg in args)
+    """A sweep writes its config and overrides into ``multirun.yaml`` (and may name run
+    directories after them): a noise seed there would be on disk, while the guarantee of a
+    seeded run rests on its secrecy. Caught here before Hydra starts when it is on the command
+    line; set in a config file, the job itself refuses (see ``_hydra_main``)."""
+    sweeping = any(
+        arg in ("-m", "--multirun") or arg.lower() == "hydra.mode=multirun" for arg in args
+    )
     if sweeping and any(arg.lstrip("+~").startswith("privacy.noise_seed=") for arg in args):
-        fail(
-            "privacy.noise_seed cannot be given to a --multirun sweep: Hydra would write it into "
-            "multirun.yaml; run each seeded job on its own, or leave the seed out"
-        )
+        fail(_SEED_IN_SWEEP)
 
 
 def main() -> None:

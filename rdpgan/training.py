@@ -110,8 +110,8 @@ class CGANTrainer:
         device = self.features.device
         codes = torch.as_tensor(self.secret.categorical(self._label_probs_np, n), device=device)
         y = F.one_hot(codes, self.label_probs.numel()).float()
-        z = self.secret.latent(n, self.generator.latent_dim, device)
-        uniform = self.secret.uniform(self.generator.gumbel_shape(n), device)
+        z = self.secret.standard_normal((n, self.generator.latent_dim), device)
+        uniform = self.secret.open_uniform(self.generator.gumbel_shape(n), device)
         return self.generator(z, y, uniform=uniform), y
 
     def generator_step(self) -> tuple[float, float]:

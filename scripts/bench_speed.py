@@ -115,7 +115,8 @@ def main() -> None:
         "",
         f"Made by `python scripts/bench_speed.py --steps {args.steps}"
         f"{' --skip-full-run' if args.skip_full_run else ''}` on "
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0.",
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0 (initialisation; batches and "
+        "noise from fresh OS entropy).",
         f"Machine: {machine()}.",
         "",
         "## Discriminator step (Adult train split, default AC-GAN critic, expected batch 500)",

@@ -4,7 +4,9 @@
 
 The held-out test split is never touched: each candidate trains on 80% of Adult's train split
 and is scored (mean AUROC of the paper's 8 classifiers) on the other 20%. Choosing settings this
-way still looks at private data outside the ledger; results/README.md says so. Rows are appended
+way still looks at private data outside the ledger; results/README.md says so (its timings
+too are statistics of Adult's rows outside the ledger). Each run's secret randomness is fresh
+OS entropy, so a repeated ``--seeds`` value does not reproduce a row exactly. Rows are appended
 to ``results/tuning_adult.csv`` (a finished candidate/seed/ε is skipped), so the search resumes.
 """
 

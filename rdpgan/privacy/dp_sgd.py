@@ -19,10 +19,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
 from opacus.optimizers import DPOptimizerFastGradientClipping
+from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
 from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from torch import nn
 
@@ -49,14 +51,16 @@ class _SecretNoiseExpectedMean(DPOptimizerFastGradientClipping):
     batch size would be data-dependent (and undefined for an empty batch).
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, secret: SecretRandomness, **kwargs):
+    def __init__(self, optimizer: torch.optim.Optimizer, secret: SecretRandomness, **kwargs: Any):
         super().__init__(optimizer, **kwargs)
         self.secret = secret
 
     def add_noise(self) -> None:
         std = self.noise_multiplier * self.max_grad_norm
         for p in self.params:
+            _check_processed_flag(p.summed_grad)  # Opacus's guard: never noise a sum twice
             p.grad = (p.summed_grad + self.secret.gaussian_noise(p.summed_grad, std)).view_as(p)
+            _mark_as_processed(p.summed_grad)
 
     def scale_grad(self) -> None:
         for p in self.params:
@@ -127,7 +131,9 @@ class DPSGD:
 class PlainSGD:
     """The same interface without privacy: the non-private baseline trains identically."""
 
-    def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer, expected_batch_size):
+    def __init__(
+        self, module: nn.Module, optimizer: torch.optim.Optimizer, expected_batch_size: int
+    ):
         self.module = module
         self.optimizer = optimizer
         self.expected_batch_size = expected_batch_size

@@ -247,8 +247,10 @@ class PrivacyLedger:
     def from_dict(cls, record: dict[str, Any]) -> PrivacyLedger:
         """Rebuild a ledger from its JSON (to resume a run); steps already charged stay charged."""
         ledger = cls(record["epsilon_target"], record["delta"], record["accountant"])
-        ledger.notes = list(record["notes"])
-        ledger.noise_source = record.get("noise_source", "seeded")  # older runs were seeded
+        for note in record["notes"]:  # added to the constructor's own notes, never replacing
+            ledger.warn(note)
+        if record.get("noise_source", "seeded") == "seeded":  # older runs were seeded
+            ledger.use_seeded_noise()
         fields = {"name", "kind", "noise_multiplier", "sample_rate", "steps", "epsilon"}
         for entry in record["mechanisms"]:
             details = {k: v for k, v in entry.items() if k not in fields}

@@ -1,11 +1,10 @@
 """SecretRandomness: the one source of every random draw a DP argument relies on.
 
 Why one place: the guarantee of a release holds only while its randomness is unknown to the
-adversary. Poisson masks (amplification by subsampling needs the batch to be secret), DP-SGD
-noise, the fake rows paired with real ones in a discriminator step, and the noise of every
-measurement (label counts, class profiles, private schema) are all drawn here, never from
-``seed`` (public: it is written in ``run.json``) or from a global RNG that anything else
-touches.
+adversary. Poisson masks (amplification by subsampling needs the batch to be secret), the
+noise of every mechanism, and any random input of a per-sample term that enters a noisy sum
+are all drawn here, never from ``seed`` (public: it is written in ``run.json``) or from a
+global RNG that anything else touches.
 
 The source is NumPy's Philox-4x64-10 counter-based generator (built from a reduced-round
 block cipher; not certified as a CSPRNG), whose 128-bit key and 256-bit starting counter are
@@ -27,6 +26,9 @@ import torch
 # Bits of OS entropy behind an unseeded source: Philox's whole key, and its starting counter.
 KEY_BITS = 128
 COUNTER_BITS = 256
+# Keep a seeded run's uses of the source apart: fitting (and resuming) vs the private schema.
+FIT_STREAM = 0
+SCHEMA_STREAM = 1
 # Poisson masks compare a uniform integer in [0, 2**MASK_BITS) with rate * 2**MASK_BITS, so a
 # rate that is a multiple of 2**-MASK_BITS (see exact_sample_rate) is realised exactly.
 MASK_BITS = 53
@@ -55,10 +57,9 @@ class SecretRandomness:
                 raise ValueError(f"noise_seed must be a non-negative integer, got {noise_seed!r}")
             spawn_key = tuple(int(s) for s in streams)
             bits = np.random.Philox(np.random.SeedSequence(int(noise_seed), spawn_key=spawn_key))
-        self.seeded = noise_seed is not None
         self.numpy = np.random.Generator(bits)
 
-    def __reduce__(self):  # never into a checkpoint, a pickle or a subprocess
+    def __reduce__(self) -> tuple:  # never into a checkpoint, a pickle or a subprocess
         raise TypeError("SecretRandomness holds secret state and cannot be saved")
 
     def poisson_indices(self, n_rows: int, sample_rate: float) -> np.ndarray:
@@ -70,10 +71,6 @@ class SecretRandomness:
         draws = self.numpy.integers(0, 2**MASK_BITS, size=n_rows, dtype=np.int64)
         return np.flatnonzero(draws < int(threshold))
 
-    def normal(self, shape: tuple[int, ...], std: float = 1.0) -> np.ndarray:
-        """N(0, std^2) draws in float64."""
-        return self.numpy.normal(0.0, std, size=shape)
-
     def gaussian_noise(self, reference: torch.Tensor, std: float) -> torch.Tensor:
         """N(0, std^2) noise shaped like ``reference``, on its device and dtype: one float64
         draw per coordinate (see the README on why Opacus's ``secure_mode`` sum is not used)."""
@@ -82,12 +79,12 @@ class SecretRandomness:
         draws = self.numpy.normal(0.0, std, size=tuple(reference.shape))
         return torch.from_numpy(draws).to(device=reference.device, dtype=reference.dtype)
 
-    def latent(self, n: int, dim: int, device: torch.device) -> torch.Tensor:
-        """``n`` standard-normal latent vectors (float32)."""
-        z = self.numpy.standard_normal((n, dim), dtype=np.float32)
+    def standard_normal(self, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+        """N(0, 1) draws, float32."""
+        z = self.numpy.standard_normal(shape, dtype=np.float32)
         return torch.from_numpy(z).to(device)
 
-    def uniform(self, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    def open_uniform(self, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
         """Uniform draws in (0, 1), float32 (never exactly 0, so their log is finite)."""
         u = self.numpy.random(shape, dtype=np.float32)
         return torch.from_numpy(np.maximum(u, np.float32(2**-24))).to(device)

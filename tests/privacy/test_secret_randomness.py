@@ -44,7 +44,8 @@ def table(n: int = 400):
 
 
 def draws(source: SecretRandomness) -> tuple[np.ndarray, np.ndarray]:
-    return source.poisson_indices(1000, exact_sample_rate(0.3)), source.normal((20,))
+    noise = source.gaussian_noise(torch.zeros(20, dtype=torch.float64), 1.0).numpy()
+    return source.poisson_indices(1000, exact_sample_rate(0.3)), noise
 
 
 def test_global_rngs_do_not_determine_the_secret_draws():
@@ -133,10 +134,20 @@ def test_noise_seed_makes_batches_reproducible_and_is_the_only_key(monkeypatch):
     assert same_batches(first, again) and not same_batches(first, other)
 
 
-def test_the_ledger_charges_the_rate_the_mask_realises():
-    model = DPCGAN(epsilon=4.0, device="cpu", **SMALL).fit(table(), "y", SCHEMA)
+def test_the_ledger_charges_the_rate_the_mask_realises(monkeypatch):
+    used = []
+    indices = SecretRandomness.poisson_indices
+
+    def spy(self, n_rows: int, sample_rate: float) -> np.ndarray:
+        used.append(sample_rate)
+        return indices(self, n_rows, sample_rate)
+
+    monkeypatch.setattr(SecretRandomness, "poisson_indices", spy)
+    train = TrainConfig(steps=5, batch_size=37, progress=False)  # not a round rate
+    model = DPCGAN(epsilon=4.0, device="cpu", model=SMALL["model"], train=train)
+    model.fit(table(), "y", SCHEMA)
     dp_sgd = model.ledger.to_dict()["mechanisms"][-1]
-    assert dp_sgd["sample_rate"] == model.metrics["sample_rate"]
+    assert used == [dp_sgd["sample_rate"]] * 5
     assert (dp_sgd["sample_rate"] * 2**MASK_BITS).is_integer()
 
 
