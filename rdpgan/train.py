@@ -179,8 +179,11 @@ def _hydra_main(cfg: DictConfig) -> None:
     out = run_dir()
     before = existing_files(out)
     if HydraConfig.get().mode == RunMode.MULTIRUN and cfg.privacy.noise_seed is not None:
-        sweep = Path(HydraConfig.get().sweep.dir) / "multirun.yaml"
-        fail(f"{_SEED_IN_SWEEP} (delete {sweep}: it holds the seed)")
+        # Set in a config file, so past the command-line check: the sweep has already written
+        # it into multirun.yaml, which this command made; remove that and this job's files.
+        (Path(HydraConfig.get().sweep.dir) / "multirun.yaml").unlink(missing_ok=True)
+        remove_new_files(out, before)
+        fail(f"{_SEED_IN_SWEEP} (its multirun.yaml was deleted)")
     try:
         guarded(
             lambda: run(to_typed(cfg, RunConfig), out),
@@ -207,9 +210,11 @@ def refuse_recorded_noise_seed(args: list[str]) -> None:
     seeded run rests on its secrecy. Caught here before Hydra starts when it is on the command
     line; set in a config file, the job itself refuses (see ``_hydra_main``)."""
     sweeping = any(
-        arg in ("-m", "--multirun") or arg.lower() == "hydra.mode=multirun" for arg in args
+        arg in ("-m", "--multirun") or arg.lstrip("+").lower() == "hydra.mode=multirun"
+        for arg in args
     )
-    if sweeping and any(arg.lstrip("+~").startswith("privacy.noise_seed=") for arg in args):
+    seeds = [a.split("=", 1)[1] for a in args if a.lstrip("+~").startswith("privacy.noise_seed=")]
+    if sweeping and any(seed.strip().lower() not in ("null", "none", "") for seed in seeds):
         fail(_SEED_IN_SWEEP)
 
 

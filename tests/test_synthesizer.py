@@ -159,6 +159,14 @@ def test_settings_that_numpy_or_torch_would_reject_are_refused_up_front(settings
         DPCGAN(**settings)
 
 
+def test_resume_refuses_a_bad_noise_seed_in_one_line(tmp_path):
+    train = TrainConfig(steps=2, progress=False)
+    model = DPCGAN(epsilon=2.0, device="cpu", model=SMALL["model"], train=train)
+    model.fit(toy_table(), "y", SCHEMA, checkpoint_dir=tmp_path)
+    with pytest.raises(UserInputError, match="noise_seed"):
+        DPCGAN.resume(tmp_path, toy_table(), device="cpu", noise_seed=-1)
+
+
 def test_device_auto_uses_cpu_without_a_gpu():
     model = DPCGAN(device="auto")
     assert model.device.type == ("cuda" if torch.cuda.is_available() else "cpu")

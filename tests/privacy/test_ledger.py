@@ -9,6 +9,7 @@ import pytest
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
 from rdpgan.privacy.ledger import (
+    APPROXIMATE_NOTE,
     SEEDED_NOTE,
     BudgetExhausted,
     PrivacyLedger,
@@ -108,6 +109,12 @@ def test_only_an_upper_bound_accountant_can_be_end_to_end(kind):
     assert record["end_to_end"] is accountants.is_upper_bound(kind)
     again = PrivacyLedger.from_dict(record).to_dict()
     assert again["notes"] == record["notes"] and len(record["notes"]) == int(kind == "gdp")
+
+
+def test_a_record_cannot_shed_the_notes_its_accountant_owes():
+    """A privacy.json edited (or written by an older version) without gdp's note gets it back."""
+    record = {**PrivacyLedger(8.0, 1e-5, "gdp").to_dict(), "notes": []}
+    assert PrivacyLedger.from_dict(record).notes == [APPROXIMATE_NOTE.format(kind="gdp")]
 
 
 def test_a_seeded_run_is_marked_once_and_for_good():
