@@ -174,6 +174,12 @@ def warn_if_not_private(model: DPCGAN, out: Path) -> None:
         print(f"WARNING: {note}", file=sys.stderr)
 
 
+_SEED_IN_SWEEP = (
+    "privacy.noise_seed cannot be given to a --multirun sweep: Hydra writes a sweep's config "
+    "into multirun.yaml; run each seeded job on its own, or leave the seed out"
+)
+
+
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     out = run_dir()
@@ -196,12 +202,6 @@ def _hydra_main(cfg: DictConfig) -> None:
             file=sys.stderr,
         )
         sys.exit(130)
-
-
-_SEED_IN_SWEEP = (
-    "privacy.noise_seed cannot be given to a --multirun sweep: Hydra writes a sweep's config "
-    "into multirun.yaml; run each seeded job on its own, or leave the seed out"
-)
 
 
 def refuse_recorded_noise_seed(args: list[str]) -> None:

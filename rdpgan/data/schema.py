@@ -65,7 +65,7 @@ class Continuous:
         # Encoding divides by this width: an infinite one (e.g. bounds of +-1e308) would make
         # values NaN, and one NaN row would reach every sum and clipping factor it enters.
         with np.errstate(over="ignore"):
-            lo, hi = _forward(self.transform, np.array([self.lo, self.hi], dtype=float))
+            lo, hi = self._scaled_bounds()
             width = float(hi - lo)
         if not (math.isfinite(width) and width > 0):
             raise UserInputError(
@@ -91,14 +91,18 @@ class Continuous:
         specials = np.array([np.nan, *self.point_masses, *([np.nan] * self.missing)])
         return np.where(codes == 0, values, specials[codes])
 
+    def _scaled_bounds(self) -> np.ndarray:
+        """The bounds after the public transform: what [-1, 1] is mapped onto."""
+        return _forward(self.transform, np.array([self.lo, self.hi], dtype=float))
+
     def to_unit(self, values: np.ndarray) -> np.ndarray:
         """Map values into [-1, 1] through the public transform and bounds (clipping)."""
-        lo, hi = _forward(self.transform, np.array([self.lo, self.hi], dtype=float))
+        lo, hi = self._scaled_bounds()
         scaled = (_forward(self.transform, np.clip(values, self.lo, self.hi)) - lo) / (hi - lo)
         return np.clip(2.0 * scaled - 1.0, -1.0, 1.0)
 
     def from_unit(self, unit: np.ndarray) -> np.ndarray:
-        lo, hi = _forward(self.transform, np.array([self.lo, self.hi], dtype=float))
+        lo, hi = self._scaled_bounds()
         values = _inverse(self.transform, (np.clip(unit, -1.0, 1.0) + 1.0) / 2.0 * (hi - lo) + lo)
         values = np.clip(values, self.lo, self.hi)
         return np.round(values) if self.integer else values
