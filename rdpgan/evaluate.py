@@ -1,10 +1,12 @@
-"""``python -m rdpgan.evaluate run_dir=...``: the paper's utility score of a run's synthetic table.
+"""``python -m rdpgan.evaluate run_dir=...``: utility and fidelity of a run's synthetic table.
 
-Eight classifiers are trained on ``synthetic.csv`` and scored by AUROC on the run's held-out
-real rows (``test.csv``); the same eight trained on the real train split give the ``real``
-reference row. The real train split is rebuilt from the run's own ``run.json`` (same file,
-same split seed) and, for a private schema, its ``schema.json``, so it never has to be written
-into the run directory.
+Utility is the paper's score: eight classifiers are trained on ``synthetic.csv`` and scored by
+AUROC on the run's held-out real rows (``test.csv``); the same eight trained on the real train
+split give the ``real`` reference row. Fidelity (:mod:`rdpgan.fidelity`) compares the synthetic
+table's marginals with the real train split's; the held-out rows, scored the same way, give the
+``floor`` (what a fresh sample of real rows achieves). The real train split is rebuilt from the
+run's own ``run.json`` (same file, same split seed) and, for a private schema, its
+``schema.json``, so it never has to be written into the run directory.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from omegaconf import DictConfig
 from rdpgan.cli import guarded, precheck_overrides, read_run_config, to_typed
 from rdpgan.config import EvaluateConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
+from rdpgan.fidelity import fidelity_scores
 from rdpgan.io import read_json, write_json
 from rdpgan.runs import load_run_tables, require_finished
 from rdpgan.utility import UtilityScores, classifier_auroc
@@ -67,15 +70,24 @@ def evaluate_run(
     target, positive = meta["target"], meta["positive_label"]
     test = schema.conform(pd.read_csv(run_dir / "test.csv"))
     synthetic = schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
-    if real_scores is None and real:  # first: it is the step that can fail on bad input
-        cfg = read_run_config(run_dir)
-        real_rows = load_run_tables(cfg, run_dir)[0]
+    # First: rebuilding the train split is the step that can fail on bad input.
+    real_rows = load_run_tables(read_run_config(run_dir), run_dir)[0]
+    if real_scores is None and real:
         real_scores = score_table(real_rows, test, schema, target, positive, seed, n_jobs)
     result = score_table(synthetic, test, schema, target, positive, seed, n_jobs).to_dict()
     if real_scores is not None:
         result["real"] = real_scores.to_dict()
+    result["fidelity"] = fidelity_scores(real_rows, synthetic, schema, target)
+    result["fidelity_floor"] = fidelity_scores(real_rows, test, schema, target)
     write_json(run_dir / "evaluation.json", result)
     return result
+
+
+def fidelity_line(scores: dict[str, Any], floor: dict[str, Any]) -> str:
+    """One line: each mean TVD, with the held-out real rows' in brackets."""
+    names = {"tvd_1way": "1-way", "tvd_2way": "2-way", "tvd_3way_target": "3-way"}
+    parts = [f"{name} {scores[key]:.3f} ({floor[key]:.3f})" for key, name in names.items()]
+    return "fidelity TVD " + ", ".join(parts) + " (held-out real rows in brackets)"
 
 
 @hydra.main(config_path="../configs", config_name="evaluate", version_base="1.3")
@@ -87,6 +99,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         if "real" in result:
             line += f"; real {result['real']['mean']:.4f}"
         print(line)
+        print(fidelity_line(result["fidelity"], result["fidelity_floor"]))
 
     guarded(task)
 

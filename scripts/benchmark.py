@@ -37,14 +37,23 @@ from omegaconf import DictConfig, OmegaConf
 
 from rdpgan.cli import compose_run_config, existing_files, remove_new_files
 from rdpgan.data.datasets import load_split
+from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.evaluate import score_table
+from rdpgan.fidelity import fidelity_scores
 from rdpgan.io import atomic_write
 from rdpgan.train import run as train_run
 from rdpgan.train import spending_record
 
 REPO = Path(__file__).resolve().parent.parent
 PRIVACY_OF_METHOD = {"cgan": "none", "dp_cgan": "dp", "rdp_cgan": "rdp"}
+FIDELITY_COLUMNS = (
+    "tvd_1way",
+    "tvd_2way",
+    "tvd_3way_target",
+    "k_marginal",
+    "association_difference",
+)
 
 
 @dataclass
@@ -136,10 +145,20 @@ def real_reference(cfg: BenchmarkConfig, repeat: int, results: Path) -> dict:
                 "mean": scores.mean,
                 "seconds": scores.seconds,
                 **{f"auroc_{k}": v for k, v in scores.auroc.items()},
+                # The floor: held-out real rows against the train split, as synthetic rows are.
+                **fidelity_columns(train, test, table.schema, table.target),
             },
         )
     rows = read_rows(path)
     return rows[(rows["dataset"] == cfg.table) & (rows["repeat"] == repeat)].iloc[0].to_dict()
+
+
+def fidelity_columns(
+    train: pd.DataFrame, rows: pd.DataFrame, schema: Schema, target: str
+) -> dict[str, float]:
+    """The scalar fidelity scores of ``rows`` against the train split."""
+    scores = fidelity_scores(train, rows, schema, target)
+    return {key: scores[key] for key in FIDELITY_COLUMNS}
 
 
 def cell_noise_seed(cfg: BenchmarkConfig, repeat: int) -> int:
@@ -174,7 +193,7 @@ def run_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> N
     started = time.perf_counter()
     model = train_run(run_cfg, run_dir)
     train_seconds = time.perf_counter() - started
-    table, _, test = load_split(run_cfg.dataset, run_cfg.data.root)
+    table, train, test = load_split(run_cfg.dataset, run_cfg.data.root)
     synthetic = table.schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
     scores = score_table(synthetic, test, table.schema, table.target, table.positive_label, 0)
     ledger = model.ledger.to_dict()
@@ -189,6 +208,7 @@ def run_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> N
             "real_mean": real["mean"],
             "share_of_real": scores.mean / real["mean"],
             "synthetic_positives": int((synthetic[table.target] == table.positive_label).sum()),
+            **fidelity_columns(train, synthetic, table.schema, table.target),
             "train_seconds": round(train_seconds, 1),
             "eval_seconds": round(scores.seconds, 1),
             "command": command_line(cfg),
