@@ -59,7 +59,9 @@ class Bins:
         point mass and when missing."""
         values = np.asarray(values, dtype=float)
         missing = np.isnan(values)
-        filled = np.where(missing, self.column.lo, values)
+        # Clipped first, as the schema promises: a value beyond a bound that is a point mass
+        # *is* that point mass (what the generator emits for it), not the edge bin's.
+        filled = np.clip(np.where(missing, self.column.lo, values), self.column.lo, self.column.hi)
         if self.on_grid:
             first = self._grid[0]
             clipped = np.clip(np.round(filled), first, self._grid[1])
@@ -70,7 +72,7 @@ class Bins:
             codes = np.clip(np.floor(position), 0, self.n_bins - 1).astype(np.int64)
             offsets = np.clip(2.0 * (position - codes) - 1.0, -1.0, 1.0)
         for i, mass in enumerate(self.column.point_masses):
-            at_mass = values == mass
+            at_mass = ~missing & (filled == mass)
             codes[at_mass] = self.n_values + i
             offsets[at_mass] = 0.0
         if self.column.missing:

@@ -1,0 +1,174 @@
+"""Fidelity scores: hand-computed marginals, Cramér's V, and the floor in evaluation.json."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats.contingency import association
+
+from rdpgan.cli import read_run_config
+from rdpgan.data.discretize import table_codes
+from rdpgan.data.schema import Categorical, Continuous, Schema
+from rdpgan.fidelity import association_matrix, cramers_v, fidelity_scores, per_column_tvd
+from rdpgan.io import read_json
+from rdpgan.runs import load_run_tables
+
+BITS = ("0", "1")
+
+
+def binary_schema(*names: str) -> Schema:
+    return Schema([Categorical(name, BITS) for name in names])
+
+
+def frame(rows: list[tuple], names: str) -> pd.DataFrame:
+    return pd.DataFrame([[str(v) for v in row] for row in rows], columns=list(names))
+
+
+def test_a_table_against_itself_scores_perfectly():
+    rng = np.random.default_rng(0)
+    schema = Schema(
+        [
+            Continuous("x", 0, 1),
+            Continuous("n", 0, 99999, integer=True, transform="log1p", point_masses=(0.0,)),
+            Categorical("c", ("a", "b", "c"), missing=True),
+            Categorical("y", ("no", "yes")),
+        ]
+    )
+    table = schema.conform(
+        pd.DataFrame(
+            {
+                "x": rng.uniform(0, 1, 300),
+                "n": rng.integers(0, 100, 300) * (rng.uniform(size=300) < 0.5),
+                "c": rng.choice(["a", "b", "c", None], 300),
+                "y": rng.choice(["no", "yes"], 300),
+            }
+        )
+    )
+    scores = fidelity_scores(table, table.sample(frac=1.0, random_state=1), schema, "y")
+    for key in ("tvd_1way", "tvd_2way", "tvd_3way_target", "association_difference"):
+        assert scores[key] == pytest.approx(0.0, abs=1e-12), key
+    assert scores["k_marginal"] == pytest.approx(1000.0)
+    assert scores["columns"] == ["x", "n", "c", "y"]
+
+
+def test_disjoint_supports_are_as_far_apart_as_can_be():
+    schema = binary_schema("a", "b", "y")
+    zeros, ones = frame([(0, 0, 0)] * 5, "aby"), frame([(1, 1, 1)] * 7, "aby")
+    scores = fidelity_scores(zeros, ones, schema, "y")
+    for key in ("tvd_1way", "tvd_2way", "tvd_3way_target"):
+        assert scores[key] == pytest.approx(1.0), key
+    assert scores["k_marginal"] == pytest.approx(0.0)
+
+
+def test_one_way_tvd_by_hand():
+    schema = Schema([Categorical("c", ("a", "b", "c")), Categorical("y", BITS)])
+    real = pd.DataFrame({"c": ["a", "a", "b", "c"], "y": ["0", "0", "1", "1"]})
+    synthetic = pd.DataFrame({"c": ["a", "b", "b", "b"], "y": ["0", "0", "0", "1"]})
+    # c: (1/2, 1/4, 1/4) vs (1/4, 3/4, 0) -> (1/4 + 1/2 + 1/4) / 2; y: (1/2, 1/2) vs (3/4, 1/4)
+    tvd = per_column_tvd(real, synthetic, schema)
+    assert tvd == pytest.approx({"c": 0.5, "y": 0.25})
+    assert fidelity_scores(real, synthetic, schema, "y")["tvd_1way"] == pytest.approx(0.375)
+
+
+def test_numbers_are_compared_by_public_bin_not_by_value():
+    schema = Schema([Continuous("x", 0, 10), Categorical("y", BITS)])
+    real = pd.DataFrame({"x": [0.1, 0.2, 5.1, 5.2], "y": ["0"] * 4})
+    same_bins = pd.DataFrame({"x": [0.4, 0.3, 5.3, 5.4], "y": ["0"] * 4})
+    other_bins = pd.DataFrame({"x": [1.1, 1.2, 6.1, 6.2], "y": ["0"] * 4})
+    assert per_column_tvd(real, same_bins, schema, n_bins=10)["x"] == 0.0
+    assert per_column_tvd(real, other_bins, schema, n_bins=10)["x"] == 1.0
+    assert per_column_tvd(real, other_bins, schema, n_bins=2)["x"] == 0.0
+
+
+def test_two_way_tvd_sees_a_joint_the_one_way_marginals_miss():
+    schema = binary_schema("a", "y")
+    together = frame([(0, 0), (1, 1)] * 3, "ay")  # a = y
+    crossed = frame([(0, 1), (1, 0)] * 3, "ay")  # a = not y: the same marginals
+    scores = fidelity_scores(together, crossed, schema, "y")
+    assert scores["tvd_1way"] == 0.0
+    assert scores["tvd_2way"] == pytest.approx(1.0)
+
+
+def xor_rows(parity: int) -> list[tuple[int, int, int, int]]:
+    """(a, y, b, w): y = a xor b xor parity, w constant; every pair is uniform."""
+    return [(a, a ^ b ^ parity, b, 0) for a, b in itertools.product((0, 1), repeat=2)]
+
+
+def test_three_way_tvd_with_the_target_and_k_marginal_by_hand():
+    # The target sits second: the triples must be found by name, not by position.
+    schema = binary_schema("a", "y", "b", "w")
+    real, synthetic = frame(xor_rows(0), "aybw"), frame(xor_rows(1), "aybw")
+    scores = fidelity_scores(real, synthetic, schema, "y")
+    assert scores["tvd_1way"] == 0.0 and scores["tvd_2way"] == 0.0
+    # (a, b, y) differs completely; (a, w, y) and (b, w, y) agree.
+    assert scores["tvd_3way_target"] == pytest.approx(1 / 3)
+    # All four triples: (a, y, b) = 1, (a, y, w) = (a, b, w) = (y, b, w) = 0.
+    assert scores["k_marginal"] == pytest.approx(750.0)
+
+
+def test_cramers_v_is_zero_for_independent_columns_and_one_for_a_copy():
+    schema = Schema([Categorical("a", ("p", "q", "r")), Categorical("b", ("s", "t"))])
+    product = pd.DataFrame(itertools.product("pqr", "st"), columns=["a", "b"])
+    codes = table_codes(schema, product, 20)
+    assert cramers_v(codes, [3, 2], 0, 1) == pytest.approx(0.0, abs=1e-12)
+    copy = np.stack([codes[:, 0], codes[:, 0]], axis=1)
+    assert cramers_v(copy, [3, 3], 0, 1) == pytest.approx(1.0)
+    relabelled = np.stack([codes[:, 0], (codes[:, 0] + 1) % 3], axis=1)
+    assert cramers_v(relabelled, [3, 3], 0, 1) == pytest.approx(1.0)
+
+
+def test_cramers_v_by_hand_and_against_scipy():
+    # 2x2 counts [[3, 1], [1, 3]]: phi = (3*3 - 1*1) / sqrt(4*4*4*4) = 0.5.
+    pairs = [(0, 0)] * 3 + [(0, 1)] + [(1, 0)] + [(1, 1)] * 3
+    assert cramers_v(np.array(pairs), [2, 2], 0, 1) == pytest.approx(0.5)
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 4, 400)
+    b = (a + rng.integers(0, 3, 400)) % 5
+    observed = np.zeros((4, 5), dtype=np.int64)
+    np.add.at(observed, (a, b), 1)
+    expected = association(observed, method="cramer")
+    assert cramers_v(np.stack([a, b], 1), [4, 5], 0, 1) == pytest.approx(expected)
+    # Declared levels nobody uses change nothing.
+    assert cramers_v(np.stack([a, b], 1), [9, 7], 0, 1) == pytest.approx(expected)
+    # A column with a single value carries no association (not a division by zero).
+    assert cramers_v(np.stack([a, np.zeros_like(a)], 1), [4, 1], 0, 1) == 0.0
+
+
+def test_association_difference_by_hand():
+    schema = binary_schema("a", "y")
+    copied = frame([(0, 0), (1, 1)] * 2, "ay")
+    independent = frame(list(itertools.product((0, 1), repeat=2)), "ay")
+    scores = fidelity_scores(copied, independent, schema, "y")
+    assert scores["association_difference"] == pytest.approx(1.0)
+    assert scores["association_real"] == [[1.0, 1.0], [1.0, 1.0]]
+    assert scores["association_synthetic"] == [[1.0, 0.0], [0.0, 1.0]]
+    matrix = association_matrix(table_codes(schema, copied, 20), [2, 2])
+    np.testing.assert_array_equal(matrix, matrix.T)
+
+
+def test_a_missing_value_is_a_cell_of_its_own():
+    schema = Schema([Continuous("x", 0, 10, missing=True), Categorical("y", BITS)])
+    real = pd.DataFrame({"x": [np.nan, np.nan], "y": ["0", "0"]})
+    at_the_bound = pd.DataFrame({"x": [0.0, 0.0], "y": ["0", "0"]})
+    assert per_column_tvd(real, at_the_bound, schema)["x"] == 1.0
+
+
+def test_evaluation_json_scores_synthetic_rows_and_the_held_out_floor(trained_run, small_adult):
+    report = read_json(trained_run / "evaluation.json")
+    model = read_json(trained_run / "model.json")
+    schema, target = Schema.from_specs(model["schema"]), model["target"]
+    cfg = read_run_config(trained_run)
+    cfg.data.root = str(small_adult)  # the run found its data through $RDPGAN_DATA_DIR
+    train, _, _ = load_run_tables(cfg, trained_run)
+    held_out = schema.conform(pd.read_csv(trained_run / "test.csv"))
+    synthetic = schema.conform(pd.read_csv(trained_run / "synthetic.csv"))
+    assert report["fidelity_floor"] == pytest.approx(
+        fidelity_scores(train, held_out, schema, target)
+    )
+    assert report["fidelity"] == pytest.approx(fidelity_scores(train, synthetic, schema, target))
+    # Fresh real rows are closer to the train split than a 2-epoch DP generator's rows.
+    assert report["fidelity_floor"]["tvd_2way"] < report["fidelity"]["tvd_2way"]
+    assert 0 < report["fidelity_floor"]["tvd_1way"] < 0.1
