@@ -12,6 +12,8 @@ Writes ``report.md`` and ``privacy_roc.png`` into the run directory:
 
 An attack well above the guarantee's curve would point at a bug in the ledger; an audit of one
 run over many rows is evidence, not proof, either way (Steinke et al. 2023).
+
+Beside it, the quality report (:mod:`rdpgan.quality`): ``quality.md`` and its figures.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from rdpgan.config import ReportConfig, register_configs
 from rdpgan.io import atomic_write, read_json
 from rdpgan.privacy.ledger import LEDGER_FILE
 from rdpgan.privacy.tradeoff import clt_mu, gdp_tradeoff, privacy_profile, tradeoff
+from rdpgan.quality import write_quality
 from rdpgan.runs import load_run_tables, require_finished
 from rdpgan.synthesizer import DPCGAN
 
@@ -149,6 +152,7 @@ def markdown(ledger: dict, bound: np.ndarray | None, result: AuditResult) -> str
 
 
 def write_report(run_dir: str | Path, seed: int = 0) -> AuditResult:
+    """Write the privacy report and the quality report of a finished run."""
     run_dir = Path(run_dir)
     require_finished(run_dir, "model.json", LEDGER_FILE, "synthetic.csv", "run.json")
     model = DPCGAN.load(run_dir)
@@ -163,6 +167,7 @@ def write_report(run_dir: str | Path, seed: int = 0) -> AuditResult:
     draw(run_dir / FIGURE, bound, ledger["accountant_is_upper_bound"], mu, result)
     text = markdown(ledger, bound, result)
     atomic_write(run_dir / "report.md", lambda tmp: tmp.write_text(text))
+    write_quality(run_dir, train, holdout, synthetic, schema, model.transformer.target)
     return result
 
 
@@ -172,7 +177,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         typed = to_typed(cfg, ReportConfig)
         result = write_report(typed.run_dir, typed.seed)
         aucs = ", ".join(f"{a.name} AUC {a.auc:.3f}" for a in result.attacks)
-        print(f"wrote {Path(typed.run_dir) / 'report.md'}; {aucs}")
+        print(f"wrote {Path(typed.run_dir) / 'report.md'} and quality.md; {aucs}")
 
     guarded(task)
 
