@@ -100,10 +100,10 @@ class PrivacyConfig:
     max_grad_norm: float = 1.0
     # Gaussian noise (in counts) on the released label histogram the generator samples from.
     label_noise_multiplier: float = 10.0
-    # Share of epsilon spent on the class profiles (mean encoded row per class) that the
-    # generator matches when model.moment_weight > 0; sigma is calibrated so that this release
-    # alone costs this fraction of the budget.
-    class_means_fraction: float = 0.5
+    # Share of epsilon spent on the marginals (each feature's code distribution per class) that
+    # the generator and the sampler match when model.marginal_weight > 0; sigma is calibrated
+    # so that this release alone costs this fraction of the budget.
+    marginals_fraction: float = 0.5
     # What keys the secret randomness (Poisson masks, every DP noise draw, the fakes paired with
     # real rows). None: a 128-bit key from the operating system's entropy, fresh every run, so
     # knowing ``seed`` (written in run.json and model.json) reveals nothing. An integer makes
@@ -126,9 +126,14 @@ class ModelConfig:
     straight_through: bool = True
     # Weight of the AC-GAN label loss (0: plain conditional D, label concatenated to the row).
     auxiliary_weight: float = 1.0
-    # Weight of G's class-profile loss: the squared distance between the mean row G makes for
-    # each class and the released (DP) class mean. 0: no release, no loss.
-    moment_weight: float = 1.0
+    # Weight of G's marginal loss: KL divergence from each released (DP) per-class code
+    # distribution to G's. 0: no release, no loss, no raking.
+    marginal_weight: float = 1.0
+    # Bins per wide numeric column in G's encoding (rdpgan.transform.DEFAULT_BINS).
+    numeric_bins: int = 100
+    # Sampling draws this many generated rows per row kept, and keeps those whose marginals
+    # match the released ones (rdpgan.postprocess); 1: keep every generated row.
+    sample_pool: int = 4
 
 
 @dataclass

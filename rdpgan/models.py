@@ -4,8 +4,8 @@ Neither network mixes the rows of a batch: D has no BatchNorm (per-sample clippi
 it), and G normalises each row on its own (LayerNorm), because the fake row paired with a real
 one in a private discriminator step must not depend on which other rows share the batch (with
 BatchNorm, adding one real row would move the fake of every other pair, and the batch size would
-leak into G's running statistics). G's heads follow the transformer's spans: tanh for a
-continuous value, Gumbel-softmax for each one-hot block.
+leak into G's running statistics). G's heads follow the transformer's spans: Gumbel-softmax for each
+one-hot block of codes, tanh for a position within a numeric column's bin.
 """
 
 from __future__ import annotations
@@ -69,11 +69,6 @@ class Generator(nn.Module):
         self.register_buffer("block_index", index, persistent=False)
         self.register_buffer("block_valid", valid, persistent=False)
         self.register_buffer("order", order, persistent=False)
-        tanh_spans = [s for s in spans if s.activation == "tanh"]
-        gate = [s.gate if s.gate is not None else s.start for s in tanh_spans]
-        self.register_buffer("tanh_gate", torch.tensor(gate, dtype=torch.long), persistent=False)
-        gated = [s.gate is not None for s in tanh_spans]
-        self.register_buffer("tanh_gated", torch.tensor(gated, dtype=torch.bool), persistent=False)
 
     @classmethod
     def for_table(cls, config: ModelConfig, transformer: TableTransformer) -> Generator:
@@ -118,21 +113,16 @@ class Generator(nn.Module):
         values = torch.tanh(logits[:, self.tanh_index])
         return torch.cat([values, probs[:, self.block_valid]], dim=1)[:, self.order]
 
-    def expected_rows(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """What each sampled row is on average, given (z, y), differentiably.
+    def code_probs(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """[batch, columns, codes]: each column's code distribution given (z, y), padded with 0.
 
-        A block's code is argmax(logits + Gumbel noise), which is distributed as
-        softmax(logits); a continuous value counts only with its mode's "ordinary value"
-        probability, as the encoding puts 0 on point-mass and missing rows. The mean of these
-        over z is the generator's class profile, matched to the released class means.
+        A sampled code is argmax(logits + Gumbel noise), which is distributed as
+        softmax(logits); the mean over z is G's marginal of each column given the class,
+        which the marginal loss matches to the released (DP) marginals, differentiably.
         """
         logits = self.head(self.body(torch.cat([z, y], dim=1)))
         blocks = logits[:, self.block_index].masked_fill(~self.block_valid, float("-inf"))
-        probs = torch.softmax(blocks, dim=-1)[:, self.block_valid]
-        values = torch.tanh(logits[:, self.tanh_index])
-        rows = torch.cat([values, probs], dim=1)[:, self.order]
-        gate = torch.where(self.tanh_gated, rows[:, self.tanh_gate], torch.ones_like(values))
-        return rows.index_copy(1, self.tanh_index, values * gate)
+        return torch.softmax(blocks, dim=-1)
 
     @torch.no_grad()
     def sample_parts(

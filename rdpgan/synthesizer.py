@@ -3,12 +3,13 @@
 ``fit(df)`` spends the privacy budget in up to three releases, all composed in one ledger:
 1. the label histogram (:func:`rdpgan.measure.label_counts`), which the generator samples
    labels from (its noisy total also stands in for the row count wherever one is needed);
-2. with ``model.moment_weight > 0``, each class's mean encoded row
-   (:func:`rdpgan.measure.class_profiles`), which the generator's profile loss matches;
+2. with ``model.marginal_weight > 0``, each feature's code distribution per class
+   (:func:`rdpgan.measure.marginals`), which the generator's marginal loss matches and
+   sampling rakes toward (:mod:`rdpgan.postprocess`);
 3. DP-SGD on the discriminator (Poisson sampling, per-sample clipping, Gaussian noise).
-The generator only ever sees the discriminator's outputs, so it and every sample drawn from it
-are private by post-processing. ``sample(n)`` / ``save(dir)`` / ``DPCGAN.load(dir)`` complete
-the scikit-learn style API.
+The generator only ever sees the discriminator's outputs and these releases, so it and every
+sample drawn from it are private by post-processing. ``sample(n)`` / ``save(dir)`` /
+``DPCGAN.load(dir)`` complete the scikit-learn style API.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from rdpgan import checkpoint, measure
+from rdpgan import checkpoint, measure, postprocess
 from rdpgan.config import (
     ColumnSpec,
     ModelConfig,
@@ -57,7 +58,9 @@ from rdpgan.training import CGANTrainer, adam_optimizers
 from rdpgan.transform import TableTransformer
 
 # 2: G normalises rows with LayerNorm (format 1's BatchNorm coupled the rows of a batch).
-MODEL_FORMAT = 2
+# 3: numeric columns as codes (bins, point masses, missing) plus a within-bin position, and
+#    released marginals instead of class profiles.
+MODEL_FORMAT = 3
 # What a training checkpoint must hold (see _Checkpointer.save).
 CHECKPOINT_META = ("model", "history", "finished", "step")
 CHECKPOINT_TENSORS = (
@@ -110,9 +113,15 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
     rate = train.max_sample_rate
     if not 0.0 < rate <= 1.0:
         raise UserInputError(f"train.max_sample_rate must be in (0, 1], got {rate}")
-    fraction = privacy.class_means_fraction
-    if model.moment_weight > 0 and not 0.0 < fraction < 1.0:
-        raise UserInputError(f"privacy.class_means_fraction must be in (0, 1), got {fraction}")
+    fraction = privacy.marginals_fraction
+    if model.marginal_weight > 0 and not 0.0 < fraction < 1.0:
+        raise UserInputError(f"privacy.marginals_fraction must be in (0, 1), got {fraction}")
+    for name, count in (
+        ("model.numeric_bins", model.numeric_bins),
+        ("model.sample_pool", model.sample_pool),
+    ):
+        if count < 1:
+            raise UserInputError(f"{name} must be at least 1, got {count}")
     if privacy.noise_seed is not None and privacy.noise_seed < 0:
         raise UserInputError(f"privacy.noise_seed must be >= 0, got {privacy.noise_seed}")
     if len(train.betas) != 2 or not all(0.0 <= b < 1.0 for b in train.betas):
@@ -153,7 +162,7 @@ class DPCGAN:
         self.transformer: TableTransformer | None = None
         self.ledger: PrivacyLedger | None = None
         self.label_probs: np.ndarray | None = None
-        self.class_profiles: np.ndarray | None = None
+        self.marginals: list[np.ndarray] | None = None
         self.positive_label: Any = None
         self.released_rows = 0
         self.metrics: dict[str, Any] = {}
@@ -194,14 +203,14 @@ class DPCGAN:
         # Everything below that needs "how many rows" uses the released total, not len(df).
         self.released_rows = max(1, round(float(released.sum())))
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
-        if self.model_config.moment_weight > 0:
-            self.class_profiles = measure.class_profiles(
-                features,
+        if self.model_config.marginal_weight > 0 and self.transformer.code_sizes:
+            self.marginals = measure.marginals(
+                self.transformer.split(features)[1],
                 labels,
-                released,
-                self.transformer.spans,
+                self.transformer.code_sizes,
+                n_classes,
                 self.ledger,
-                self.privacy.class_means_fraction,
+                self.privacy.marginals_fraction,
                 noise,
             )
             self._ledger_to_disk(checkpoint_dir)
@@ -289,7 +298,7 @@ class DPCGAN:
         check_target(frame, schema, target)
         self.check_row_count(len(frame))
         if self.transformer is None:
-            self.transformer = TableTransformer(schema, target)
+            self.transformer = TableTransformer(schema, target, self.model_config.numeric_bins)
         return self.transformer.encode(frame), self.transformer.encode_labels(frame)
 
     def _train(
@@ -334,9 +343,6 @@ class DPCGAN:
         if resume_from is not None and resume_from[0]["finished"]:
             d_steps = 0
         label_probs = torch.as_tensor(self.label_probs, dtype=torch.float32, device=self.device)
-        profiles = None
-        if self.class_profiles is not None:
-            profiles = torch.as_tensor(self.class_profiles, dtype=torch.float32, device=self.device)
         trainer = CGANTrainer(
             self.generator,
             critic,
@@ -348,8 +354,8 @@ class DPCGAN:
             sample_rate,
             expected_batch,
             self.model_config.auxiliary_weight,
-            profiles,
-            self.model_config.moment_weight,
+            self.marginals,
+            self.model_config.marginal_weight,
         )
         saver = None
         if checkpoint_dir is not None:
@@ -514,20 +520,38 @@ class DPCGAN:
                 )
             probs = F.one_hot(torch.tensor(int(code)), len(levels)).float()
         self.generator.eval()
-        parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         # A random stream of this call's own: the same seed gives the same table, sampling
         # does not disturb the caller's random state, and calls may run in parallel threads.
         rng = torch.Generator(self.device).manual_seed(self.seed if seed is None else seed)
-        probs = probs.to(self.device)
+        labels = torch.multinomial(probs.to(self.device), n, replacement=True, generator=rng)
+        pool = self.model_config.sample_pool if self.marginals is not None else 1
+        # Each output row gets ``pool`` candidates of its class; raking keeps one per row.
+        candidates = labels.repeat(pool)
+        values, blocks = self._generate(candidates, rng)
+        if pool > 1:
+            assert self.marginals is not None
+            numpy_rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=rng)))
+            keep = postprocess.rake_by_class(
+                blocks, candidates.cpu().numpy(), self.marginals, labels.cpu().numpy(), numpy_rng
+            )
+            values, blocks = values[keep], blocks[keep]
+        return self.transformer.decode_parts(values, blocks, labels.cpu().numpy())
+
+    def _generate(
+        self, labels: torch.Tensor, rng: torch.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(within-bin positions, codes) of one generated row per label, in chunks."""
+        assert self.generator is not None and self.label_probs is not None
+        parts: list[tuple[torch.Tensor, torch.Tensor]] = []
         with torch.no_grad():
-            for start in range(0, n, SAMPLE_CHUNK):
-                size = min(SAMPLE_CHUNK, n - start)
-                codes = torch.multinomial(probs, size, replacement=True, generator=rng)
-                y = F.one_hot(codes, probs.numel()).float()
-                z = torch.randn(size, self.generator.latent_dim, generator=rng, device=self.device)
-                parts.append((*self.generator.sample_parts(z, y, rng), codes))
-        values, blocks, codes = (torch.cat(part).cpu().numpy() for part in zip(*parts, strict=True))
-        return self.transformer.decode_parts(values, blocks, codes)
+            for chunk in labels.split(SAMPLE_CHUNK):
+                y = F.one_hot(chunk, len(self.label_probs)).float()
+                z = torch.randn(
+                    len(chunk), self.generator.latent_dim, generator=rng, device=self.device
+                )
+                parts.append(self.generator.sample_parts(z, y, rng))
+        values, blocks = (torch.cat(part).cpu().numpy() for part in zip(*parts, strict=True))
+        return values, blocks
 
     # ---------------------------------------------------------- save / load
     def save(self, directory: str | Path) -> Path:
@@ -554,10 +578,10 @@ class DPCGAN:
             "positive_label": self.positive_label,
             "schema": self.transformer.schema.to_specs(),
             "label_probs": [float(p) for p in self.label_probs],
-            # Released (DP) like label_probs; needed again only to resume training.
-            "class_profiles": None
-            if self.class_profiles is None
-            else self.class_profiles.round(8).tolist(),
+            # Released (DP) like label_probs: sampling rakes toward them.
+            "marginals": None
+            if self.marginals is None
+            else [table.round(8).tolist() for table in self.marginals],
             "released_rows": self.released_rows,
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -585,12 +609,14 @@ class DPCGAN:
             seed=meta["seed"],
             device=device,
         )
-        model.transformer = TableTransformer(Schema.from_specs(meta["schema"]), meta["target"])
+        model.transformer = TableTransformer(
+            Schema.from_specs(meta["schema"]), meta["target"], model.model_config.numeric_bins
+        )
         model.positive_label = meta["positive_label"]
         model.privacy_notes = list(meta.get("privacy_notes", []))
         model.label_probs = np.asarray(meta["label_probs"], dtype=float)
-        profiles = meta.get("class_profiles")
-        model.class_profiles = None if profiles is None else np.asarray(profiles, dtype=float)
+        marginals = meta["marginals"]
+        model.marginals = None if marginals is None else [np.asarray(t, float) for t in marginals]
         model.released_rows = int(meta["released_rows"])
         return model
 

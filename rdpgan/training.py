@@ -14,6 +14,9 @@ uses) depends on the size of the batch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -23,8 +26,8 @@ from rdpgan.models import Generator
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.randomness import SecretRandomness
 
-# Rows per class for the class-profile loss: expected rows (not samples), so few are enough.
-PROFILE_ROWS = 128
+# Rows per class for the marginal loss: code distributions (not samples), so few are enough.
+MARGINAL_ROWS = 128
 # Fewest fake rows per generator step: a tiny table's expected Poisson batch can round to one
 # row, and a generator gradient from one row is mostly noise (fakes cost no privacy).
 MIN_FAKE_BATCH = 64
@@ -56,8 +59,8 @@ class CGANTrainer:
         sample_rate: float,
         expected_batch: int,
         auxiliary_weight: float = 0.0,
-        class_profiles: torch.Tensor | None = None,
-        moment_weight: float = 0.0,
+        marginals: Sequence[np.ndarray] | None = None,
+        marginal_weight: float = 0.0,
     ):
         self.generator = generator
         self.critic = critic
@@ -71,8 +74,8 @@ class CGANTrainer:
         self.sample_rate = sample_rate
         self.fake_batch = max(expected_batch, MIN_FAKE_BATCH)
         self.auxiliary_weight = auxiliary_weight
-        self.class_profiles = class_profiles
-        self.moment_weight = moment_weight if class_profiles is not None else 0.0
+        self.marginals = _padded(marginals, label_probs.device) if marginals else None
+        self.marginal_weight = marginal_weight if self.marginals is not None else 0.0
 
     def fake(self, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``n`` generated rows, their one-hot labels and label codes (drawn from the released
@@ -121,12 +124,12 @@ class CGANTrainer:
         only through D, so (unlike any loss on real rows) they are safe to report.
         """
         self.generator_optimizer.zero_grad(set_to_none=True)
-        profile_loss = self.profile_loss() if self.moment_weight > 0 else 0.0
+        marginal_loss = self.marginal_loss() if self.marginal_weight > 0 else 0.0
         fake_x, fake_y, codes = self.fake(self.fake_batch)
         with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
             logits, class_logits = discriminator(fake_x, fake_y)
             loss = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
-            loss = loss + self.moment_weight * profile_loss
+            loss = loss + self.marginal_weight * marginal_loss
             if class_logits is not None:  # rows of class y should look like class y to D
                 loss = loss + self.auxiliary_weight * F.cross_entropy(class_logits, codes)
             loss.backward()
@@ -134,16 +137,30 @@ class CGANTrainer:
         d_fake_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))
         return float(loss.detach()), float(d_fake_loss)
 
-    def profile_loss(self) -> torch.Tensor:
-        """Squared distance between G's mean row per class and the released class profile.
+    def marginal_loss(self) -> torch.Tensor:
+        """KL divergence from each released code distribution (per class and column) to G's.
 
-        The same number of rows for every class, so a rare class counts as much as a common one.
+        The same number of rows for every class, so a rare class counts as much as a common
+        one; KL rather than a squared distance, so a missing spike (say, 47% of rows at
+        "40 hours") costs G as much as it shows to a person.
         """
-        assert self.class_profiles is not None
-        n_classes = self.class_profiles.shape[0]
-        device = self.class_profiles.device
-        codes = torch.arange(n_classes, device=device).repeat_interleave(PROFILE_ROWS)
+        assert self.marginals is not None
+        n_classes = self.marginals.shape[0]
+        device = self.marginals.device
+        codes = torch.arange(n_classes, device=device).repeat_interleave(MARGINAL_ROWS)
         z = torch.randn(len(codes), self.generator.latent_dim, device=device)
-        rows = self.generator.expected_rows(z, F.one_hot(codes, n_classes).float())
-        means = rows.view(n_classes, PROFILE_ROWS, -1).mean(dim=1)
-        return ((means - self.class_profiles) ** 2).sum(dim=1).mean()
+        probs = self.generator.code_probs(z, F.one_hot(codes, n_classes).float())
+        model = probs.view(n_classes, MARGINAL_ROWS, *probs.shape[1:]).mean(dim=1)
+        target = self.marginals
+        log_ratio = target.clamp_min(1e-12).log() - model.clamp_min(1e-12).log()
+        return torch.where(target > 0, target * log_ratio, 0.0).sum(-1).mean()
+
+
+def _padded(marginals: Sequence[np.ndarray], device: torch.device) -> torch.Tensor:
+    """[class, column, code] in the generator's padded block layout (zeros past a column's
+    codes)."""
+    width = max(m.shape[1] for m in marginals)
+    padded = np.zeros((marginals[0].shape[0], len(marginals), width))
+    for column, table in enumerate(marginals):
+        padded[:, column, : table.shape[1]] = table
+    return torch.as_tensor(padded, dtype=torch.float32, device=device)

@@ -1,10 +1,13 @@
 """TableTransformer: a reversible DataFrame ⇄ matrix map, built from the public schema alone.
 
 Kept apart from the model (as CTGAN keeps its DataTransformer) so the networks only ever see
-float matrices. Continuous columns become one value in [-1, 1] (public bounds, clipped), plus a
-one-hot "mode" block when the schema declares point masses or missing values (is this row an
-ordinary value, one of the point masses, or missing?); categorical columns become one-hot
-blocks. The target column is not a feature: it is the condition ``y``.
+float matrices. Every column becomes one one-hot block of its public codes
+(:mod:`rdpgan.data.discretize`): a categorical column's levels, a numeric column's fine bins
+(one per integer value when there are few, so spikes and integer codes are exact), point
+masses and "missing". A numeric column cut into bins also gets one value in [-1, 1], its
+position within the bin, so a decoded number is not stuck at bin centres. A single scaled
+scalar per column, as before, cannot carry spikes, integer codes and heavy tails. The target
+column is not a feature: it is the condition ``y``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from rdpgan.data.discretize import Bins
 from rdpgan.data.schema import Categorical, Continuous, Schema
+
+#: Bins per wide numeric column (integer columns with at most this many values get one code
+#: per value); 100 nests the 20 bins of the fidelity metrics.
+DEFAULT_BINS = 100
 
 
 @dataclass(frozen=True)
@@ -23,41 +31,43 @@ class Span:
 
     start: int
     end: int
-    activation: str  # "tanh" (a continuous value) or "softmax" (a one-hot block)
-    # A tanh value that only counts when its column's mode block says "ordinary value": the
-    # index of that mode entry (the value is encoded as 0 on point-mass and missing rows).
-    gate: int | None = None
+    activation: str  # "softmax" (a one-hot block of codes) or "tanh" (a position within a bin)
 
 
 class TableTransformer:
     """Encode features and labels by the schema; decode back to the original table shape."""
 
-    def __init__(self, schema: Schema, target: str):
+    def __init__(self, schema: Schema, target: str, n_bins: int = DEFAULT_BINS):
         label_column = schema[target]
         if not isinstance(label_column, Categorical):
             raise TypeError("the target must be categorical")
         self.schema = schema
         self.target = target
+        self.n_bins = n_bins
         self.label_column: Categorical = label_column
         self.features = schema.without(target)
+        self.bins = {
+            c.name: Bins(c, n_bins) for c in self.features.columns if isinstance(c, Continuous)
+        }
         spans: list[Span] = []
         width = 0
         for column in self.features.columns:
-            blocks = self._blocks(column)
-            gate = width + 1 if len(blocks) == 2 else None  # a value followed by its mode block
-            for size, activation in blocks:
-                spans.append(
-                    Span(width, width + size, activation, gate if activation == "tanh" else None)
-                )
+            for size, activation in self._blocks(column):
+                spans.append(Span(width, width + size, activation))
                 width += size
         self.spans: tuple[Span, ...] = tuple(spans)
         self.width = width
 
-    @staticmethod
-    def _blocks(column: Continuous | Categorical) -> list[tuple[int, str]]:
+    def _blocks(self, column: Continuous | Categorical) -> list[tuple[int, str]]:
         if isinstance(column, Categorical):
             return [(column.n_codes, "softmax")]
-        return [(1, "tanh"), (column.n_modes, "softmax")] if column.n_modes > 1 else [(1, "tanh")]
+        bins = self.bins[column.name]
+        return [(bins.size, "softmax")] + ([] if bins.on_grid else [(1, "tanh")])
+
+    @property
+    def code_sizes(self) -> list[int]:
+        """Codes per feature column, in order: each column is exactly one one-hot block."""
+        return [s.end - s.start for s in self.spans if s.activation == "softmax"]
 
     @property
     def n_classes(self) -> int:
@@ -74,13 +84,11 @@ class TableTransformer:
             if isinstance(column, Categorical):
                 blocks.append(np.eye(column.n_codes, dtype=np.float32)[column.encode(series)])
                 continue
-            values = series.to_numpy(dtype=float)
-            modes = column.modes(values)
-            # A special row (point mass, missing) sits at the centre; its mode carries the fact.
-            unit = np.where(modes == 0, column.to_unit(np.nan_to_num(values, nan=column.lo)), 0.0)
-            blocks.append(unit[:, None].astype(np.float32))
-            if column.n_modes > 1:
-                blocks.append(np.eye(column.n_modes, dtype=np.float32)[modes])
+            bins = self.bins[column.name]
+            codes, offsets = bins.codes(series.to_numpy(dtype=float))
+            blocks.append(np.eye(bins.size, dtype=np.float32)[codes])
+            if not bins.on_grid:
+                blocks.append(offsets[:, None].astype(np.float32))
         matrix = np.concatenate(blocks, axis=1) if blocks else np.zeros((len(frame), 0), np.float32)
         # Finite by construction (bounded schema, clipped values): checked anyway, since every
         # sensitivity bound downstream assumes it and one NaN row would break them all.
@@ -89,7 +97,8 @@ class TableTransformer:
         return matrix
 
     def split(self, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(tanh values, block codes) of an encoded matrix: the argmax of every one-hot block."""
+        """(within-bin positions, codes) of an encoded matrix: the argmax of every one-hot block
+        is the code of its column."""
         values = matrix[:, [s.start for s in self.spans if s.activation == "tanh"]]
         codes = [
             matrix[:, s.start : s.end].argmax(axis=1)
@@ -105,8 +114,8 @@ class TableTransformer:
     def decode_parts(
         self, values: np.ndarray, codes: np.ndarray, labels: np.ndarray
     ) -> pd.DataFrame:
-        """Decode tanh values (one column per continuous feature, in order) and block codes
-        (one per one-hot block, in order): what the generator's sampling path emits directly.
+        """Decode within-bin positions (one per binned numeric column, in order) and codes (one
+        per feature column, in order): what the generator's sampling path emits directly.
         """
         out: dict[str, pd.Series] = {}
         next_value, next_code = iter(values.T), iter(codes.T)
@@ -114,9 +123,9 @@ class TableTransformer:
             if isinstance(column, Categorical):
                 out[column.name] = column.decode(next(next_code))
                 continue
-            decoded = column.from_unit(next(next_value).astype(float))
-            if column.n_modes > 1:
-                decoded = column.from_modes(next(next_code), decoded)
+            bins = self.bins[column.name]
+            offsets = None if bins.on_grid else next(next_value).astype(float)
+            decoded = bins.values(next(next_code), offsets)
             out[column.name] = pd.Series(decoded, name=column.name).astype(column.dtype)
         out[self.target] = self.label_column.decode(np.asarray(labels))
         return pd.DataFrame({name: out[name] for name in self.schema.names})

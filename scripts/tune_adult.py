@@ -13,6 +13,7 @@ to ``results/tuning_adult.csv`` (a finished candidate/seed/ε is skipped), so th
 from __future__ import annotations
 
 import argparse
+import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,12 +24,19 @@ from rdpgan.cli import compose_run_config
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.data.datasets import load_split, split
 from rdpgan.evaluate import score_table
+from rdpgan.fidelity import fidelity_scores
 from rdpgan.synthesizer import DPCGAN
 
 REPO = Path(__file__).resolve().parent.parent
+FIDELITY_COLUMNS = ("tvd_1way", "tvd_2way", "tvd_3way_target", "k_marginal")
+COMMIT = subprocess.run(
+    ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=REPO
+).stdout.strip()
 OUT = REPO / "results" / "tuning_adult.csv"
 # The starting point of the search, pinned (the package defaults are its outcome).
-BASE_MODEL = ModelConfig(straight_through=False, auxiliary_weight=0.0, moment_weight=0.0)
+BASE_MODEL = ModelConfig(
+    straight_through=False, auxiliary_weight=0.0, marginal_weight=0.0, numeric_bins=1
+)
 BASE_TRAIN = TrainConfig(epochs=20, progress=False)
 
 LONG = replace(BASE_TRAIN, steps=2600)  # ≈ 50 epochs of Adult at the default batch
@@ -37,6 +45,7 @@ E50 = replace(BASE_TRAIN, epochs=50)
 FAST_LR = replace(E50, generator_lr=1e-3, discriminator_lr=1e-3)
 NONPRIVATE = PrivacyConfig(name="none", accountant="none")
 AUX1 = replace(ST, auxiliary_weight=1.0)
+FULL = TrainConfig(progress=False)  # the package defaults (50 epochs)
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
     "default": (BASE_MODEL, BASE_TRAIN, PrivacyConfig()),
@@ -160,24 +169,37 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         LONG,
         PrivacyConfig(),
     ),
-    # Round 7: released class profiles matched by G (model.moment_weight), share of epsilon
-    # spent on them (privacy.class_means_fraction); small imbalanced tables (--rows 700
-    # --positives 45) first, then the full table.
+    # Round 7: released class profiles matched by G (then model.moment_weight), share of
+    # epsilon spent on them (then privacy.class_means_fraction); small imbalanced tables
+    # (--rows 700 --positives 45) first, then the full table. Round 8 generalised them into
+    # the marginals; these names now run the marginals.
     **{
         f"{prefix}_m{weight:g}_f{fraction:g}{suffix}": (
-            replace(AUX1, moment_weight=weight),
+            replace(AUX1, marginal_weight=weight, numeric_bins=1),
             train,
-            replace(privacy, class_means_fraction=fraction),
+            replace(privacy, marginals_fraction=fraction),
         )
         for prefix, train in (("r7", E50), ("s2600_st_aux1", LONG))
         for weight in (1.0, 10.0)
         for fraction in (0.25, 0.5, 0.75)
         for suffix, privacy in (("", PrivacyConfig()), ("_nonprivate", NONPRIVATE))
     },
+    # Round 8 (issue 11, fidelity): numbers as fine bins + within-bin position, released
+    # marginals matched by a KL loss and by raking the sampled rows. Scored on fidelity too.
+    "r8_default": (ModelConfig(), FULL, PrivacyConfig()),
+    "r8_nonprivate": (ModelConfig(), FULL, NONPRIVATE),
+    "r8_no_raking": (replace(ModelConfig(), sample_pool=1), FULL, PrivacyConfig()),
+    "r8_no_marginal_loss": (replace(ModelConfig(), marginal_weight=1e-9), FULL, PrivacyConfig()),
+    "r8_f0.25": (ModelConfig(), FULL, replace(PrivacyConfig(), marginals_fraction=0.25)),
+    "r8_f0.75": (ModelConfig(), FULL, replace(PrivacyConfig(), marginals_fraction=0.75)),
+    "r8_bins40": (replace(ModelConfig(), numeric_bins=40), FULL, PrivacyConfig()),
+    "r8_pool8": (replace(ModelConfig(), sample_pool=8), FULL, PrivacyConfig()),
 }
 
 
 def round_of(name: str) -> int:
+    if name.startswith("r8_"):
+        return 8
     if "_m" in name and "_f" in name:
         return 7
     if name.startswith("r5_"):
@@ -269,6 +291,15 @@ def main() -> None:
                 "train_seconds": round(fitted - start, 1),
                 "total_seconds": round(time.perf_counter() - start, 1),
                 **{f"auroc_{k}": round(v, 4) for k, v in scores.auroc.items()},
+                # Against the rows trained on, as the evaluation harness does.
+                **{
+                    k: round(v, 4)
+                    for k, v in fidelity_scores(
+                        fit_rows, synthetic, table.schema, table.target
+                    ).items()
+                    if k in FIDELITY_COLUMNS
+                },
+                "commit": COMMIT,
             }
             print(row, flush=True)
             current = pd.read_csv(OUT) if OUT.is_file() else pd.DataFrame()  # others may write

@@ -198,7 +198,7 @@ def test_declared_schema_file_is_free(tmp_path, messy_csv):
     ledger = read(tmp_path / "run", "privacy.json")
     assert [m["name"] for m in ledger["mechanisms"]] == [
         "label_counts",
-        "class_means",
+        "marginals",
         "dp_sgd_discriminator",
     ]
     assert ledger["end_to_end"]

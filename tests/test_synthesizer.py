@@ -100,7 +100,7 @@ def test_by_default_the_dp_noise_does_not_follow_from_the_seed():
         for _ in range(2)
     ]
     assert not np.array_equal(runs[0].label_probs, runs[1].label_probs)
-    assert not np.array_equal(runs[0].class_profiles, runs[1].class_profiles)
+    assert not np.array_equal(runs[0].marginals[0], runs[1].marginals[0])
     weights = [dict(run.generator.state_dict()) for run in runs]
     assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
     assert runs[0].ledger.to_dict()["noise_source"] == "os-entropy"
@@ -146,7 +146,9 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"privacy": PrivacyConfig(noise_seed=-1)}, "noise_seed"),
         ({"train": TrainConfig(betas=[0.5])}, "betas"),
         ({"train": TrainConfig(generator_lr=0.0)}, "generator_lr"),
-        ({"privacy": PrivacyConfig(class_means_fraction=1.0)}, "class_means_fraction"),
+        ({"privacy": PrivacyConfig(marginals_fraction=1.0)}, "marginals_fraction"),
+        ({"model": ModelConfig(numeric_bins=0)}, "numeric_bins"),
+        ({"model": ModelConfig(sample_pool=0)}, "sample_pool"),
         ({"privacy": PrivacyConfig(accountant="magic")}, "unknown accountant"),
         ({"privacy": PrivacyConfig(noise_multiplier=0.0)}, "noise_multiplier"),
         ({"train": TrainConfig(batch_size=0)}, "batch_size"),

@@ -91,21 +91,32 @@ def test_schema_round_trips_through_its_json_specs():
     assert again.columns == SCHEMA.columns
 
 
-def test_point_masses_get_their_own_mode_and_come_back_exactly():
+def test_point_masses_and_missing_get_their_own_codes_and_come_back_exactly():
     frame = table()
-    transformer = TableTransformer(SCHEMA, "label")
-    income = SCHEMA["income"]
-    assert income.modes(frame["income"].to_numpy()).tolist() == [1, 0, 2, 0]
+    transformer = TableTransformer(SCHEMA, "label", n_bins=100)
     matrix = transformer.encode(frame)
+    codes = transformer.split(matrix)[1][:, 1]  # income: 100 bins, then 0, then missing
+    assert codes.tolist() == [100, 94, 101, 99]  # log1p(52000.5) / log1p(1e5) = 0.943
     back = transformer.decode(matrix, transformer.encode_labels(frame))
     assert back.loc[0, "income"] == 0.0 and np.isnan(back.loc[2, "income"])
-    # A generator that picks the point-mass mode yields exactly the mass, whatever its value.
-    span = transformer.spans[1]
-    assert (span.activation, span.end - span.start) == ("tanh", 1)
-    mode_span = transformer.spans[2]
-    matrix[:, span.start] = 0.37
-    matrix[:, mode_span.start : mode_span.end] = [0.1, 0.8, 0.1]
+    # A generator that picks the point-mass code yields exactly the mass, whatever its offset.
+    block, offset = transformer.spans[1], transformer.spans[2]
+    assert (block.activation, block.end - block.start) == ("softmax", 102)
+    assert (offset.activation, offset.end - offset.start) == ("tanh", 1)
+    matrix[:, offset.start] = 0.37
+    matrix[:, block.start : block.end] = 0.0
+    matrix[:, block.start + 100] = 1.0
     assert (transformer.decode(matrix, np.zeros(4, dtype=int))["income"] == 0.0).all()
+
+
+def test_small_integer_ranges_get_one_code_per_value_and_no_offset():
+    """Spikes on integer codes (40 hours a week) must be representable exactly."""
+    transformer = TableTransformer(SCHEMA, "label", n_bins=100)
+    age = transformer.spans[0]
+    assert (age.activation, age.end - age.start) == ("softmax", 90 - 17 + 1)
+    assert transformer.spans[1].activation == "softmax"  # no tanh between age and income
+    coarse = TableTransformer(SCHEMA, "label", n_bins=10)
+    assert coarse.spans[1].activation == "tanh"  # 74 ages in 10 bins: a position within
 
 
 def test_point_mass_outside_the_bounds_is_refused():

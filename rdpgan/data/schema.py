@@ -73,24 +73,6 @@ class Continuous:
                 "to encode (their width is not a finite number)"
             )
 
-    @property
-    def n_modes(self) -> int:
-        """Codes of the mode block: 'a value' + each point mass (+ 'missing'); 1 = no block."""
-        return 1 + len(self.point_masses) + int(self.missing)
-
-    def modes(self, values: np.ndarray) -> np.ndarray:
-        """Per row: 0 for an ordinary value, 1.. for a point mass, last for missing."""
-        codes = np.zeros(len(values), dtype=np.int64)
-        for i, mass in enumerate(self.point_masses, start=1):
-            codes[values == mass] = i
-        if self.missing:
-            codes[np.isnan(values)] = self.n_modes - 1
-        return codes
-
-    def from_modes(self, codes: np.ndarray, values: np.ndarray) -> np.ndarray:
-        specials = np.array([np.nan, *self.point_masses, *([np.nan] * self.missing)])
-        return np.where(codes == 0, values, specials[codes])
-
     def _scaled_bounds(self) -> np.ndarray:
         """The bounds after the public transform: what [-1, 1] is mapped onto."""
         return _forward(self.transform, np.array([self.lo, self.hi], dtype=float))

@@ -8,8 +8,9 @@ what is compared is the noiseless quantity the mechanism adds noise to.
 - A private discriminator step (the product's own CGANTrainer.discriminator_step, with both
   critics, batches larger than the expected batch, and empty batches): the clipped sum of
   per-pair gradients changes by exactly x's own clipped pair gradient, so by at most C in L2.
-- Each sampling-rate-1 release: the label histogram (L2 sensitivity 1), the per-class sums of
-  encoded rows (sqrt(blocks)), and the private schema's scores and counts (sensitivity 1).
+- Each sampling-rate-1 release: the label histogram (L2 sensitivity 1), the marginals (every
+  feature's [class, code] counts, sqrt(features)), and the private schema's scores and counts
+  (sensitivity 1).
 
 A control shows the check has power: with BatchNorm in G (the coupling this file was written
 to catch), the other pairs' fakes move and the bound is broken.
@@ -28,7 +29,6 @@ import torch
 from rdpgan import measure
 from rdpgan.data.schema import Schema
 from rdpgan.models import Discriminator, Generator
-from rdpgan.privacy import class_means
 from rdpgan.privacy.dp_sgd import DPSGD
 from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.private_schema import candidate_counts, round_quantile_scores
@@ -299,28 +299,30 @@ def test_the_label_histogram_moves_by_at_most_its_declared_sensitivity():
         assert np.linalg.norm(releases[1] - releases[0]) <= sensitivity + SLACK
 
 
-def test_the_class_sums_move_by_at_most_their_declared_sensitivity(monkeypatch):
-    released = []  # what measure.class_profiles adds its noise to (here: none)
-    noisy_sums = class_means.noisy_class_sums
+def test_the_marginals_move_by_at_most_their_declared_sensitivity(monkeypatch):
+    """The stacked [class, code] tables of every feature: one row moves one cell of each."""
+    released = []  # what measure.marginals adds its noise to (here: none)
+    counts = measure.marginal_counts
 
     def spy(*args):
-        released.append(noisy_sums(*args))
-        return released[-1]
+        released.append(np.concatenate([t.ravel() for t in counts(*args)]))
+        return counts(*args)
 
-    monkeypatch.setattr(class_means, "noisy_class_sums", spy)
+    monkeypatch.setattr(measure, "marginal_counts", spy)
     worst, declared = 0.0, set()
     for seed in range(200):
         released.clear()
         for table in neighbours(seed):
             ledger, noise = PrivacyLedger(8.0, 1e-5, "rdp"), ZeroNoise()
             features, labels = encoded(table)
-            counts = np.bincount(labels, minlength=2).astype(float)
-            measure.class_profiles(features, labels, counts, TRANSFORMER.spans, ledger, 0.5, noise)
+            codes = TRANSFORMER.split(features)[1]
+            measure.marginals(codes, labels, TRANSFORMER.code_sizes, 2, ledger, 0.5, noise)
             declared.add(assert_noise_matches_the_ledger(noise, ledger))
         worst = max(worst, float(np.linalg.norm(released[1] - released[0])))
     (sensitivity,) = declared
+    assert sensitivity == pytest.approx(math.sqrt(len(TRANSFORMER.code_sizes)))
     assert worst <= sensitivity + SLACK
-    assert worst > 0.5 * sensitivity  # extreme rows come near the bound: the check has teeth
+    assert worst == pytest.approx(sensitivity)  # every added row reaches the bound: it is tight
 
 
 def test_the_private_schema_queries_move_by_at_most_one():

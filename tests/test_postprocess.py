@@ -1,0 +1,71 @@
+"""Raking picks generated rows whose marginals match the released ones, per class."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rdpgan.measure import conditional_distributions
+from rdpgan.postprocess import rake_by_class, raking_weights, systematic_resample
+
+
+def skewed_pool(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Two dependent columns whose pool marginals are far from the targets below."""
+    first = rng.choice(3, size=n, p=[0.7, 0.2, 0.1])
+    second = (first + rng.choice(2, size=n, p=[0.8, 0.2])) % 4
+    return np.stack([first, second], axis=1)
+
+
+TARGETS = [np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.3, 0.35, 0.25])]  # reachable, inside
+
+
+def test_raking_weights_reproduce_every_target_marginal():
+    codes = skewed_pool(np.random.default_rng(0), 5000)
+    weights = raking_weights(codes, TARGETS)
+    assert weights.sum() == pytest.approx(1.0)
+    for column, target in enumerate(TARGETS):
+        weighted = np.bincount(codes[:, column], weights=weights, minlength=len(target))
+        np.testing.assert_allclose(weighted, target, atol=1e-3)
+
+
+def test_codes_the_pool_never_made_give_their_mass_to_the_others():
+    codes = np.array([[0], [0], [1]])
+    weights = raking_weights(codes, [np.array([0.25, 0.25, 0.5])])  # code 2 is unreachable
+    np.testing.assert_allclose(np.bincount(codes[:, 0], weights=weights), [0.5, 0.5])
+
+
+def test_systematic_resampling_keeps_each_row_floor_or_ceil_of_its_share():
+    rng = np.random.default_rng(1)
+    weights = rng.dirichlet(np.ones(50))
+    kept = np.bincount(systematic_resample(weights, 1000, rng), minlength=50)
+    assert kept.sum() == 1000
+    assert (kept >= np.floor(1000 * weights)).all() and (kept <= np.ceil(1000 * weights)).all()
+
+
+def test_rake_by_class_fills_each_slot_with_a_row_of_its_class_matching_that_class():
+    rng = np.random.default_rng(2)
+    codes = skewed_pool(rng, 8000)
+    labels = rng.integers(0, 2, size=8000)
+    other = [np.array([0.6, 0.3, 0.1]), np.array([0.4, 0.4, 0.15, 0.05])]  # class 1
+    marginals = [np.stack([TARGETS[c], other[c]]) for c in range(2)]  # [class, code] per column
+    wanted = rng.integers(0, 2, size=2000)
+    keep = rake_by_class(codes, labels, marginals, wanted, rng)
+    assert (labels[keep] == wanted).all()
+    for label in (0, 1):
+        rows = codes[keep[wanted == label]]
+        for column in range(2):
+            share = np.bincount(rows[:, column], minlength=4)[: marginals[column].shape[1]]
+            np.testing.assert_allclose(
+                share / len(rows), marginals[column][label], atol=4 / len(rows)
+            )
+
+
+def test_conditional_distributions_are_exact_without_noise_and_valid_with_it():
+    counts = np.array([[30.0, 10.0, 0.0], [5.0, 5.0, 10.0]])
+    np.testing.assert_allclose(
+        conditional_distributions(counts, 0.0), [[0.75, 0.25, 0.0], [0.25, 0.25, 0.5]]
+    )
+    noisy = counts + np.random.default_rng(3).normal(0, 20, size=counts.shape)
+    released = conditional_distributions(noisy, 20.0)
+    assert (released >= 0).all()
+    np.testing.assert_allclose(released.sum(axis=1), 1.0)
