@@ -104,6 +104,9 @@ class PrivacyConfig:
     # the generator and the sampler match when model.marginal_weight > 0; sigma is calibrated
     # so that this release alone costs this fraction of the budget.
     marginals_fraction: float = 0.5
+    # Share of epsilon (pure, exponential mechanism) for choosing which pairs of columns have
+    # their joint distribution released (a spanning tree, strongest dependence first).
+    selection_fraction: float = 0.05
     # What keys the secret randomness (Poisson masks, every DP noise draw, the fakes paired with
     # real rows). None: a 128-bit key from the operating system's entropy, fresh every run, so
     # knowing ``seed`` (written in run.json and model.json) reveals nothing. An integer makes
@@ -130,7 +133,7 @@ class ModelConfig:
     # distribution to G's. 0: no release, no loss, no raking.
     marginal_weight: float = 1.0
     # Bins per wide numeric column in G's encoding (rdpgan.transform.DEFAULT_BINS).
-    numeric_bins: int = 100
+    numeric_bins: int = 40
     # Sampling draws this many generated rows per row kept, and keeps those whose marginals
     # match the released ones (rdpgan.postprocess); 1: keep every generated row.
     sample_pool: int = 4

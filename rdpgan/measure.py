@@ -10,23 +10,130 @@ on neighbouring tables through these same functions.
 
 - :func:`label_counts`: the label histogram (L2 sensitivity 1), which the generator samples its
   labels from; its noisy total stands in for the row count wherever one is needed.
-- :func:`marginals`: each feature's code distribution within each class (the 2-way marginals
-  with the target, which also give every 1-way marginal), which the generator's marginal loss
+- :func:`release_marginals`: each feature's code distribution within each class (the 2-way
+  marginals with the target, which also give every 1-way marginal; :func:`marginals`), a
+  spanning tree of feature pairs chosen by the exponential mechanism (:func:`select_pairs`)
+  and their joint distributions (:func:`pair_marginals`), which the generator's marginal loss
   and the sampler's raking (:mod:`rdpgan.postprocess`) match.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
 
 import numpy as np
 
+from rdpgan.data.discretize import table_sizes
 from rdpgan.privacy.ledger import PrivacyLedger, Release
+from rdpgan.privacy.mechanisms.exponential import exponential_mechanism
 from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
+from rdpgan.transform import TableTransformer
 
 # One row changes one cell of the label histogram by one.
 LABEL_COUNTS_SENSITIVITY = 1.0
+# Bins per wide numeric column in the pair marginals: coarser than G's codes, since a pair's
+# cells multiply and each carries noise; the cells are those of the fidelity metrics.
+PAIR_BINS = 20
+# A pair is a candidate only if cells × noise std ≤ this × rows: at a small epsilon a large
+# table (16 × 16 education codes) would be mostly noise, which G and raking would then learn.
+PAIR_NOISE_LIMIT = 0.5
+
+
+@dataclass
+class Marginals:
+    """Everything G and the sampler match: released statistics (as safe to keep as the model)
+    and the public maps from each column's codes to its coarse codes."""
+
+    by_class: list[np.ndarray]  # per feature column: [class, code] distributions
+    pairs: list[tuple[int, int]]  # feature column pairs, chosen privately
+    joint: list[np.ndarray]  # per pair: [coarse code, coarse code] distribution
+    maps: list[np.ndarray]  # per feature column: code -> coarse code (public)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "by_class": [t.round(8).tolist() for t in self.by_class],
+            "pairs": [list(p) for p in self.pairs],
+            "joint": [t.round(8).tolist() for t in self.joint],
+            "maps": [m.tolist() for m in self.maps],
+        }
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> Marginals:
+        return cls(
+            [np.asarray(t, dtype=float) for t in record["by_class"]],
+            [(int(i), int(j)) for i, j in record["pairs"]],
+            [np.asarray(t, dtype=float) for t in record["joint"]],
+            [np.asarray(m, dtype=np.int64) for m in record["maps"]],
+        )
+
+
+def pair_candidates(
+    coarse_sizes: Sequence[int],
+    total: float,
+    ledger: PrivacyLedger,
+    fraction: float,
+    selection_epsilon: float,
+) -> list[tuple[int, int]]:
+    """The pairs whose joint table would not drown in its noise: cells × noise std at most
+    ``PAIR_NOISE_LIMIT`` × the (released) row count, with the noise the pair release would get
+    (``fraction`` of the budget left after the selection, the largest forest's sensitivity).
+    Public: it depends on the schema, the budget and released counts only."""
+    pairs = list(combinations(range(len(coarse_sizes)), 2))
+    if not ledger.private or not pairs:
+        return pairs
+    budget = fraction * (ledger.gaussian_budget() - selection_epsilon)
+    if budget <= 0:
+        return []
+    std = ledger.calibrate(1.0, 1, budget, alone=True) * math.sqrt(len(coarse_sizes) - 1)
+    return [
+        (i, j)
+        for i, j in pairs
+        if coarse_sizes[i] * coarse_sizes[j] * std <= PAIR_NOISE_LIMIT * total
+    ]
+
+
+def release_marginals(
+    features: np.ndarray,
+    labels: np.ndarray,
+    transformer: TableTransformer,
+    label_probs: np.ndarray,
+    total: float,
+    ledger: PrivacyLedger,
+    fraction: float,
+    selection_fraction: float,
+    rng: np.random.Generator,
+) -> Marginals:
+    """The marginals G learns from, target first: every feature's distribution per class
+    (``fraction`` / 2 of the budget), then a spanning forest of the candidate feature pairs
+    chosen privately (``selection_fraction`` of epsilon) and their joint distributions
+    (``fraction`` / 2). With no candidate pair, the per-class tables take all of ``fraction``."""
+    codes = transformer.split(features)[1]
+    sizes = transformer.code_sizes
+    coarse_sizes = table_sizes(transformer.features, PAIR_BINS)
+    selection_epsilon = selection_fraction * ledger.epsilon_target
+    candidates = pair_candidates(coarse_sizes, total, ledger, fraction / 2, selection_epsilon)
+    share = fraction / 2 if candidates else fraction
+    by_class = marginals(codes, labels, sizes, len(label_probs), ledger, share, rng)
+    if not candidates:
+        return Marginals(by_class, [], [], [])
+    maps = transformer.coarse_maps(PAIR_BINS)
+    coarse = np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
+    coarse_by_class = [
+        np.stack([np.bincount(m, weights=row, minlength=size) for row in table])
+        for table, m, size in zip(by_class, maps, coarse_sizes, strict=True)
+    ]
+
+    def implied(i: int, j: int) -> np.ndarray:
+        """Pair counts if the columns were independent within each class."""
+        return total * np.einsum("c,ca,cb->ab", label_probs, coarse_by_class[i], coarse_by_class[j])
+
+    pairs = select_pairs(coarse, coarse_sizes, candidates, implied, ledger, selection_epsilon, rng)
+    joint = pair_marginals(coarse, pairs, coarse_sizes, total, ledger, share, rng)
+    return Marginals(by_class, pairs, joint, maps)
 
 
 def label_counts(
@@ -74,40 +181,166 @@ def marginals(
     own costs ``fraction`` of the budget (the ledger composes it with the rest).
     """
     tables = marginal_counts(codes, labels, code_sizes, n_classes)
+    released = _gaussian_tables("marginals", tables, ledger, fraction, rng)
+    return [conditional_distributions(t, std) for t, std in released]
+
+
+def pair_counts(
+    coarse: np.ndarray, pairs: Sequence[tuple[int, int]], coarse_sizes: Sequence[int]
+) -> list[np.ndarray]:
+    """The private query: for each pair of feature columns, its [code, code] count table."""
+    return [
+        np.bincount(
+            coarse[:, i] * coarse_sizes[j] + coarse[:, j],
+            minlength=coarse_sizes[i] * coarse_sizes[j],
+        )
+        .reshape(coarse_sizes[i], coarse_sizes[j])
+        .astype(float)
+        for i, j in pairs
+    ]
+
+
+def pair_utilities(
+    coarse: np.ndarray,
+    coarse_sizes: Sequence[int],
+    pairs: Sequence[tuple[int, int]],
+    expected: Sequence[np.ndarray],
+) -> np.ndarray:
+    """The private query of the selection: how far each pair's counts are from ``expected``
+    (counts the released marginals already imply), in L1. One row moves one cell of each
+    table by one, so each utility moves by at most 1."""
+    counts = pair_counts(coarse, pairs, coarse_sizes)
+    return np.array([np.abs(c - e).sum() for c, e in zip(counts, expected, strict=True)])
+
+
+def _merge(component: list[int], i: int, j: int) -> list[int]:
+    """Union-find by relabelling: j's component joins i's."""
+    old = component[j]
+    return [component[i] if c == old else c for c in component]
+
+
+def forest_size(n_columns: int, candidates: Sequence[tuple[int, int]]) -> int:
+    """Edges in a spanning forest of the candidate pairs: how many a selection makes."""
+    component = list(range(n_columns))
+    edges = 0
+    for i, j in candidates:
+        if component[i] != component[j]:
+            component, edges = _merge(component, i, j), edges + 1
+    return edges
+
+
+def select_pairs(
+    coarse: np.ndarray,
+    coarse_sizes: Sequence[int],
+    candidates: Sequence[tuple[int, int]],
+    implied: Callable[[int, int], np.ndarray],
+    ledger: PrivacyLedger,
+    epsilon: float,
+    rng: np.random.Generator,
+) -> list[tuple[int, int]]:
+    """A spanning forest of the (public) candidate pairs, strongest dependence first (as MST,
+    McKenna et al. 2021): Kruskal's algorithm where each edge is chosen by the exponential
+    mechanism (utility sensitivity 1) among the candidates that join two components, with
+    ``epsilon`` split evenly over the edges. ``implied(i, j)`` gives the counts the earlier
+    releases imply for the pair."""
+    rounds = forest_size(len(coarse_sizes), candidates)
+    if rounds == 0:
+        return []
+    details = {"mechanism": "exponential", "sensitivity": 1.0, "rounds": rounds}
+    if ledger.private:
+        ledger.record(Release("pair_selection", "pure", epsilon=epsilon, details=details))
+    component = list(range(len(coarse_sizes)))
+    chosen: list[tuple[int, int]] = []
+    utilities = pair_utilities(coarse, coarse_sizes, candidates, [implied(*p) for p in candidates])
+    for _ in range(rounds):
+        open_ = [n for n, (i, j) in enumerate(candidates) if component[i] != component[j]]
+        if ledger.private:
+            pick = open_[exponential_mechanism(utilities[open_], epsilon / rounds, 1.0, rng)]
+        else:
+            pick = open_[int(np.argmax(utilities[open_]))]
+        i, j = candidates[pick]
+        chosen.append((i, j))
+        component = _merge(component, i, j)
+    return chosen
+
+
+def pair_marginals(
+    coarse: np.ndarray,
+    pairs: Sequence[tuple[int, int]],
+    coarse_sizes: Sequence[int],
+    total: float,
+    ledger: PrivacyLedger,
+    fraction: float,
+    rng: np.random.Generator,
+) -> list[np.ndarray]:
+    """Per pair, the joint [code, code] distribution: noisy counts (Gaussian, sqrt(pairs) L2
+    sensitivity, ``fraction`` of the budget on its own) made consistent with ``total``."""
+    tables = pair_counts(coarse, pairs, coarse_sizes)
+    released = _gaussian_tables("pair_marginals", tables, ledger, fraction, rng)
+    return [consistent_table(t, total) for t, _ in released]
+
+
+def _gaussian_tables(
+    name: str,
+    tables: list[np.ndarray],
+    ledger: PrivacyLedger,
+    fraction: float,
+    rng: np.random.Generator,
+) -> list[tuple[np.ndarray, float]]:
+    """(noisy table, noise std) per table. Every row adds one count to one cell of each table,
+    so the stacked tables move by sqrt(len(tables)) in L2; one noise draw covers them all."""
     if not ledger.private:
-        ledger.warn("marginals used exactly, without noise (privacy=none)")
-        return [conditional_distributions(t, 0.0) for t in tables]
+        ledger.warn(f"{name} used exactly, without noise (privacy=none)")
+        return [(t, 0.0) for t in tables]
     sigma = ledger.calibrate(1.0, 1, fraction * ledger.gaussian_budget(), alone=True)
     sensitivity = math.sqrt(len(tables))
     details = {"sensitivity": sensitivity, "epsilon_fraction": fraction, "tables": len(tables)}
-    ledger.record(Release("marginals", "gaussian", sigma, 1.0, 1, details))
+    ledger.record(Release(name, "gaussian", sigma, 1.0, 1, details))
     flat = np.concatenate([t.ravel() for t in tables]) if tables else np.zeros(0)
     noisy = flat + rng.normal(0.0, sigma * sensitivity, size=flat.shape)
     splits = np.cumsum([t.size for t in tables])[:-1]
     return [
-        conditional_distributions(part.reshape(t.shape), sigma * sensitivity)
+        (part.reshape(t.shape), sigma * sensitivity)
         for part, t in zip(np.split(noisy, splits), tables, strict=True)
     ]
+
+
+def consistent_table(noisy: np.ndarray, total: float) -> np.ndarray:
+    """The distribution max(0, x - t) / total, t chosen so that it sums to ``total`` (Wang et
+    al. 2020's Norm-Sub): small noisy cells go to 0 instead of each keeping positive noise,
+    which clipping alone would leave spread over every empty cell."""
+    values = noisy.ravel()
+    positive = np.clip(values, 0.0, None)
+    if positive.sum() <= 0:
+        return np.full(noisy.shape, 1.0 / noisy.size)
+    lo, hi = min(0.0, values.min() - total), values.max()
+    for _ in range(100):  # bisection on t: the kept mass falls as t rises
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if np.clip(values - mid, 0.0, None).sum() > total else (lo, mid)
+    kept = np.clip(values - hi, 0.0, None)
+    if kept.sum() <= 0:
+        kept = positive
+    return (kept / kept.sum()).reshape(noisy.shape)
 
 
 def conditional_distributions(counts: np.ndarray, noise_std: float) -> np.ndarray:
     """Valid per-class distributions from (noisy) [class, code] counts (post-processing).
 
-    Negative counts are clipped to 0. Each class's distribution is shrunk toward the pooled one
-    by max(0, 1 - v / d^2) per cell, where d is its deviation from the pooled distribution and
-    v its noise variance (noise_std / class total)^2: a difference well above the noise (what
-    tells the classes apart) is kept, one within the noise is dropped, so a rare class at a
-    small epsilon falls back to the pooled distribution instead of teaching G noise.
+    Each class's row, and the pooled row, is made a distribution by Norm-Sub
+    (:func:`consistent_table`, with the row's own noisy sum, an unbiased total): clipping alone
+    would leave positive noise on every empty cell, which on a fine grid (100 codes) at a small
+    epsilon is a large share of the mass. Each class's distribution is then shrunk toward the
+    pooled one by max(0, 1 - v / d^2) per cell, where d is its deviation from the pooled
+    distribution and v its noise variance (noise_std / class total)^2: a difference well above
+    the noise (what tells the classes apart) is kept, one within the noise is dropped, so a
+    rare class at a small epsilon falls back to the pooled distribution instead of teaching G
+    noise.
     """
-    counts = np.clip(counts, 0.0, None)
-    totals = counts.sum(axis=1)
-    pooled = counts.sum(axis=0) / max(totals.sum(), 1e-12)
-    if totals.sum() <= 0:
-        pooled = np.full(counts.shape[1], 1.0 / counts.shape[1])
-    within = counts / np.clip(totals, 1e-12, None)[:, None]
-    within = np.where(totals[:, None] > 0, within, pooled)
+    totals = np.clip(counts.sum(axis=1), 1.0, None)
+    pooled = consistent_table(counts.sum(axis=0), float(totals.sum()))
+    within = np.stack([consistent_table(row, t) for row, t in zip(counts, totals, strict=True)])
     deviation = within - pooled
-    variance = (noise_std / np.clip(totals, 1.0, None))[:, None] ** 2
+    variance = (noise_std / totals)[:, None] ** 2
     shrink = np.clip(1.0 - variance / np.maximum(deviation**2, 1e-12), 0.0, 1.0)
     shrunk = np.clip(pooled + shrink * deviation, 0.0, None)
     return shrunk / shrunk.sum(axis=1, keepdims=True)

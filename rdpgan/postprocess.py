@@ -1,13 +1,13 @@
 """Raking: pick sampled rows so that their marginals match the released ones (free).
 
-The generator's rows come close to the released marginals (:func:`rdpgan.measure.marginals`)
-but not onto them; a GAN's marginals drift by a few points, which is most of what a person
-sees when comparing tables. Given a pool of generated rows of one class, iterative proportional
-fitting finds weights under which every column's code distribution equals the released one for
-that class (as far as the pool's codes allow), and systematic resampling then draws the rows
-to keep with those weights, in code order so that rounding does not add sampling noise of its
-own. Only released statistics and generated rows are used, so this is post-processing: it
-costs no privacy.
+The generator's rows come close to the released marginals
+(:func:`rdpgan.measure.release_marginals`) but not onto them; a GAN's marginals drift by a few
+points, which is most of what a person sees when comparing tables. Given a pool of generated
+rows, iterative proportional fitting finds weights under which every released table (each
+column within each class, each chosen pair) is matched as far as the pool's codes allow, and
+systematic resampling then draws the rows to keep with those weights, in code order so that
+rounding does not add sampling noise of its own. Only released statistics and generated rows
+are used, so this is post-processing: it costs no privacy.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from rdpgan.measure import Marginals
 
 #: IPF sweeps over the columns; the weights settle within a few dozen on real tables.
 RAKING_SWEEPS = 30
@@ -62,20 +64,30 @@ def rake(
     return order[systematic_resample(raking_weights(codes, targets)[order], n, rng)]
 
 
-def rake_by_class(
+def rake_rows(
     codes: np.ndarray,
     labels: np.ndarray,
-    marginals: Sequence[np.ndarray],
-    wanted: np.ndarray,
+    released: Marginals,
+    label_probs: np.ndarray,
+    n: int,
     rng: np.random.Generator,
+    only: int | None = None,
 ) -> np.ndarray:
-    """Indices into the pool (``codes`` [rows, columns], ``labels``) for each slot of
-    ``wanted`` (the label of each output row): rows of that class whose marginals match
-    ``marginals[column][class]``, in random order."""
-    keep = np.empty(len(wanted), dtype=np.int64)
-    for label in np.unique(wanted):
-        slots = np.flatnonzero(wanted == label)
-        pool = np.flatnonzero(labels == label)
-        targets = [table[label] for table in marginals]
-        keep[slots] = rng.permutation(pool[rake(codes[pool], targets, len(slots), rng)])
-    return keep
+    """Indices of ``n`` rows of the pool (``codes`` [rows, feature columns], ``labels``), in
+    random order, whose marginals match the released ones: each (class, column) table and
+    each released pair's joint table; with ``only`` (a pool of one class), that class's
+    column distributions."""
+    columns, targets = [], []
+    for column, table in enumerate(released.by_class):
+        if only is None:
+            columns.append(labels * table.shape[1] + codes[:, column])
+            targets.append((label_probs[:, None] / label_probs.sum() * table).ravel())
+        else:
+            columns.append(codes[:, column])
+            targets.append(table[only])
+    if only is None:
+        for (i, j), joint in zip(released.pairs, released.joint, strict=True):
+            coarse_i, coarse_j = released.maps[i][codes[:, i]], released.maps[j][codes[:, j]]
+            columns.append(coarse_i * joint.shape[1] + coarse_j)
+            targets.append(joint.ravel())
+    return rng.permutation(rake(np.stack(columns, axis=1), targets, n, rng))

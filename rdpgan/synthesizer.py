@@ -113,9 +113,12 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
     rate = train.max_sample_rate
     if not 0.0 < rate <= 1.0:
         raise UserInputError(f"train.max_sample_rate must be in (0, 1], got {rate}")
-    fraction = privacy.marginals_fraction
-    if model.marginal_weight > 0 and not 0.0 < fraction < 1.0:
-        raise UserInputError(f"privacy.marginals_fraction must be in (0, 1), got {fraction}")
+    for name, fraction in (
+        ("privacy.marginals_fraction", privacy.marginals_fraction),
+        ("privacy.selection_fraction", privacy.selection_fraction),
+    ):
+        if model.marginal_weight > 0 and not 0.0 < fraction < 1.0:
+            raise UserInputError(f"{name} must be in (0, 1), got {fraction}")
     for name, count in (
         ("model.numeric_bins", model.numeric_bins),
         ("model.sample_pool", model.sample_pool),
@@ -162,7 +165,7 @@ class DPCGAN:
         self.transformer: TableTransformer | None = None
         self.ledger: PrivacyLedger | None = None
         self.label_probs: np.ndarray | None = None
-        self.marginals: list[np.ndarray] | None = None
+        self.marginals: measure.Marginals | None = None
         self.positive_label: Any = None
         self.released_rows = 0
         self.metrics: dict[str, Any] = {}
@@ -204,13 +207,15 @@ class DPCGAN:
         self.released_rows = max(1, round(float(released.sum())))
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
         if self.model_config.marginal_weight > 0 and self.transformer.code_sizes:
-            self.marginals = measure.marginals(
-                self.transformer.split(features)[1],
+            self.marginals = measure.release_marginals(
+                features,
                 labels,
-                self.transformer.code_sizes,
-                n_classes,
+                self.transformer,
+                self.label_probs,
+                self.released_rows,
                 self.ledger,
                 self.privacy.marginals_fraction,
+                self.privacy.selection_fraction,
                 noise,
             )
             self._ledger_to_disk(checkpoint_dir)
@@ -523,19 +528,20 @@ class DPCGAN:
         # A random stream of this call's own: the same seed gives the same table, sampling
         # does not disturb the caller's random state, and calls may run in parallel threads.
         rng = torch.Generator(self.device).manual_seed(self.seed if seed is None else seed)
-        labels = torch.multinomial(probs.to(self.device), n, replacement=True, generator=rng)
         pool = self.model_config.sample_pool if self.marginals is not None else 1
-        # Each output row gets ``pool`` candidates of its class; raking keeps one per row.
-        candidates = labels.repeat(pool)
+        # ``pool`` generated rows per row kept; raking picks the rows to keep.
+        candidates = torch.multinomial(probs.to(self.device), n * pool, True, generator=rng)
         values, blocks = self._generate(candidates, rng)
+        labels = candidates.cpu().numpy()
         if pool > 1:
             assert self.marginals is not None
             numpy_rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=rng)))
-            keep = postprocess.rake_by_class(
-                blocks, candidates.cpu().numpy(), self.marginals, labels.cpu().numpy(), numpy_rng
+            only = None if label is None else int(labels[0])
+            keep = postprocess.rake_rows(
+                blocks, labels, self.marginals, self.label_probs, n, numpy_rng, only
             )
-            values, blocks = values[keep], blocks[keep]
-        return self.transformer.decode_parts(values, blocks, labels.cpu().numpy())
+            values, blocks, labels = values[keep], blocks[keep], labels[keep]
+        return self.transformer.decode_parts(values, blocks, labels)
 
     def _generate(
         self, labels: torch.Tensor, rng: torch.Generator
@@ -579,9 +585,7 @@ class DPCGAN:
             "schema": self.transformer.schema.to_specs(),
             "label_probs": [float(p) for p in self.label_probs],
             # Released (DP) like label_probs: sampling rakes toward them.
-            "marginals": None
-            if self.marginals is None
-            else [table.round(8).tolist() for table in self.marginals],
+            "marginals": None if self.marginals is None else self.marginals.to_dict(),
             "released_rows": self.released_rows,
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -616,7 +620,7 @@ class DPCGAN:
         model.privacy_notes = list(meta.get("privacy_notes", []))
         model.label_probs = np.asarray(meta["label_probs"], dtype=float)
         marginals = meta["marginals"]
-        model.marginals = None if marginals is None else [np.asarray(t, float) for t in marginals]
+        model.marginals = None if marginals is None else measure.Marginals.from_dict(marginals)
         model.released_rows = int(meta["released_rows"])
         return model
 

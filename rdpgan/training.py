@@ -22,6 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rdpgan.config import TrainConfig
+from rdpgan.measure import Marginals
 from rdpgan.models import Generator
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.randomness import SecretRandomness
@@ -59,7 +60,7 @@ class CGANTrainer:
         sample_rate: float,
         expected_batch: int,
         auxiliary_weight: float = 0.0,
-        marginals: Sequence[np.ndarray] | None = None,
+        marginals: Marginals | None = None,
         marginal_weight: float = 0.0,
     ):
         self.generator = generator
@@ -74,8 +75,20 @@ class CGANTrainer:
         self.sample_rate = sample_rate
         self.fake_batch = max(expected_batch, MIN_FAKE_BATCH)
         self.auxiliary_weight = auxiliary_weight
-        self.marginals = _padded(marginals, label_probs.device) if marginals else None
+        device = label_probs.device
+        self.marginals = _padded(marginals.by_class, device) if marginals else None
         self.marginal_weight = marginal_weight if self.marginals is not None else 0.0
+        # Per released pair (i, j): one-hot maps from each column's codes to its coarse codes,
+        # and the released joint distribution of the coarse codes.
+        self.pairs = []
+        if marginals is not None:
+            for (i, j), joint in zip(marginals.pairs, marginals.joint, strict=True):
+                maps = [
+                    _one_hot_map(marginals.maps[c], joint.shape[k], device)
+                    for k, c in enumerate((i, j))
+                ]
+                target = torch.as_tensor(joint, dtype=torch.float32, device=device)
+                self.pairs.append((i, j, *maps, target))
 
     def fake(self, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``n`` generated rows, their one-hot labels and label codes (drawn from the released
@@ -138,11 +151,15 @@ class CGANTrainer:
         return float(loss.detach()), float(d_fake_loss)
 
     def marginal_loss(self) -> torch.Tensor:
-        """KL divergence from each released code distribution (per class and column) to G's.
+        """KL divergence from each released distribution to G's: every column's within each
+        class, and every released pair's over the whole table.
 
         The same number of rows for every class, so a rare class counts as much as a common
-        one; KL rather than a squared distance, so a missing spike (say, 47% of rows at
-        "40 hours") costs G as much as it shows to a person.
+        one in the per-class terms (the pair terms weigh classes by their released shares);
+        KL rather than a squared distance, so a missing spike (say, 47% of rows at "40 hours")
+        costs G as much as it shows to a person. Given (z, y), G draws each column's code
+        independently, so the mean over rows of an outer product of code probabilities is
+        exactly G's joint distribution of a pair.
         """
         assert self.marginals is not None
         n_classes = self.marginals.shape[0]
@@ -151,9 +168,31 @@ class CGANTrainer:
         z = torch.randn(len(codes), self.generator.latent_dim, device=device)
         probs = self.generator.code_probs(z, F.one_hot(codes, n_classes).float())
         model = probs.view(n_classes, MARGINAL_ROWS, *probs.shape[1:]).mean(dim=1)
-        target = self.marginals
-        log_ratio = target.clamp_min(1e-12).log() - model.clamp_min(1e-12).log()
-        return torch.where(target > 0, target * log_ratio, 0.0).sum(-1).mean()
+        loss = _kl_terms(self.marginals, model).sum(-1).mean()
+        if self.pairs:
+            weights = self.label_probs[codes] / self.label_probs.sum() / MARGINAL_ROWS
+            pair_terms = []
+            for i, j, map_i, map_j, target in self.pairs:
+                coarse_i = probs[:, i, : map_i.shape[0]] @ map_i
+                coarse_j = probs[:, j, : map_j.shape[0]] @ map_j
+                joint = torch.einsum("n,na,nb->ab", weights, coarse_i, coarse_j)
+                pair_terms.append(_kl_terms(target, joint).sum())
+            loss = loss + torch.stack(pair_terms).mean()
+        return loss
+
+
+def _kl_terms(target: torch.Tensor, model: torch.Tensor) -> torch.Tensor:
+    """Each cell's term of KL(target || model); summed over a distribution's cells, the KL
+    (cells where the target is 0 add nothing)."""
+    log_ratio = target.clamp_min(1e-12).log() - model.clamp_min(1e-12).log()
+    return torch.where(target > 0, target * log_ratio, 0.0)
+
+
+def _one_hot_map(codes: np.ndarray, size: int, device: torch.device) -> torch.Tensor:
+    """[codes, coarse codes] 0/1 matrix: multiplying probabilities by it sums them into cells."""
+    matrix = torch.zeros(len(codes), size, device=device)
+    matrix[torch.arange(len(codes)), torch.as_tensor(codes, device=device)] = 1.0
+    return matrix
 
 
 def _padded(marginals: Sequence[np.ndarray], device: torch.device) -> torch.Tensor:

@@ -20,9 +20,12 @@ import pandas as pd
 from rdpgan.data.discretize import Bins
 from rdpgan.data.schema import Categorical, Continuous, Schema
 
-#: Bins per wide numeric column (integer columns with at most this many values get one code
-#: per value); 100 nests the 20 bins of the fidelity metrics.
-DEFAULT_BINS = 100
+#: Bins per wide numeric column; 40 nests the 20 bins of the fidelity metrics and the pair
+#: marginals, and a position within the bin carries the rest.
+DEFAULT_BINS = 40
+#: Integer columns with at most this many values get one code per value (ages, hours a week,
+#: small counts), so a spike on one value is exact.
+GRID_LIMIT = 100
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,9 @@ class TableTransformer:
         self.label_column: Categorical = label_column
         self.features = schema.without(target)
         self.bins = {
-            c.name: Bins(c, n_bins) for c in self.features.columns if isinstance(c, Continuous)
+            c.name: Bins(c, n_bins, max(n_bins, GRID_LIMIT))
+            for c in self.features.columns
+            if isinstance(c, Continuous)
         }
         spans: list[Span] = []
         width = 0
@@ -68,6 +73,19 @@ class TableTransformer:
     def code_sizes(self) -> list[int]:
         """Codes per feature column, in order: each column is exactly one one-hot block."""
         return [s.end - s.start for s in self.spans if s.activation == "softmax"]
+
+    def coarse_maps(self, n_bins: int) -> list[np.ndarray]:
+        """Per feature column: each of its codes → its code at ``n_bins`` bins (coarser cells
+        of the same public grid, for the pair marginals)."""
+        maps = []
+        for column in self.features.columns:
+            if isinstance(column, Categorical):
+                maps.append(np.arange(column.n_codes))
+                continue
+            fine = self.bins[column.name]
+            centres = fine.values(np.arange(fine.size))  # bin centres, point masses, NaN
+            maps.append(Bins(column, n_bins).codes(centres)[0])
+        return maps
 
     @property
     def n_classes(self) -> int:

@@ -22,6 +22,25 @@ from rdpgan.utility import CLASSIFIERS
 
 DATASETS = ("adult", "cervical", "creditcard")
 METHODS = ("cgan", "dp_cgan", "rdp_cgan")
+# Marginal-based DP references (Private-PGM's AIM and MST, scripts/marginal_peers.py).
+PEERS = ("aim", "mst")
+PRIVATE_METHODS = ("dp_cgan", "rdp_cgan", *PEERS)
+FIDELITY = {
+    "tvd_1way": "1-way TVD",
+    "tvd_2way": "2-way TVD",
+    "tvd_3way_target": "3-way TVD (with target)",
+    "k_marginal": "k-marginal",
+    "association_difference": "assoc. diff.",
+}
+# Issue 11's bar on Adult: (epsilon, column, bound, "max" or "min").
+BAR = (
+    (8.0, "tvd_1way", 0.02, "max"),
+    (8.0, "tvd_2way", 0.06, "max"),
+    (8.0, "tvd_3way_target", 0.10, "max"),
+    (8.0, "share_of_real", 0.97, "min"),
+    (1.0, "tvd_1way", 0.03, "max"),
+    (1.0, "share_of_real", 0.95, "min"),
+)
 EPSILONS = (1, 2, 4, 6, 8)
 # The paper's reported means (ε = 8, δ = 1e-5); the text gives no credit-card real row.
 PAPER = {
@@ -74,8 +93,10 @@ def epsilon_table(runs: pd.DataFrame, real: pd.DataFrame) -> str:
         "| method | " + " | ".join(f"ε={e:g}" for e in epsilons) + " |",
         "|" + " --- |" * (len(epsilons) + 1),
     ]
-    for method in ("dp_cgan", "rdp_cgan"):
+    for method in PRIVATE_METHODS:
         sub = runs[runs["method"] == method]
+        if sub.empty:
+            continue
         lines.append(
             f"| {method} | "
             + " | ".join(fmt(sub[sub["epsilon"] == e]["mean"]) for e in epsilons)
@@ -103,6 +124,51 @@ def share_line(runs: pd.DataFrame, real: pd.DataFrame, dataset: str) -> str:
     return text + "."
 
 
+def fidelity_table(runs: pd.DataFrame, real: pd.DataFrame) -> str:
+    """Mean (± std) of every fidelity score and of AUROC ÷ real, per method and ε; the
+    held-out real rows first, as the floor."""
+    columns = [c for c in FIDELITY if c in runs.columns]
+    if not columns:
+        return "No fidelity scores yet."
+    header = ["", "ε", *[FIDELITY[c] for c in columns], "AUROC ÷ real", "runs"]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    if all(c in real.columns for c in columns):
+        floor = [fmt(real[c]) for c in columns]
+        lines.append(f"| held-out real rows (floor) | – | {' | '.join(floor)} | 1 | {len(real)} |")
+    cells = [("cgan (non-private)", runs[runs["method"] == "cgan"], "–")]
+    for method in PRIVATE_METHODS:
+        for eps in sorted(runs[runs["method"] == method]["epsilon"].dropna().unique()):
+            sub = runs[(runs["method"] == method) & (runs["epsilon"] == eps)]
+            cells.append((method, sub, f"{eps:g}"))
+    for name, sub, eps in cells:
+        if sub.empty:
+            continue
+        values = [fmt(sub[c]) for c in columns]
+        lines.append(
+            f"| {name} | {eps} | {' | '.join(values)} | {fmt(sub['share_of_real'])} | {len(sub)} |"
+        )
+    return "\n".join(lines)
+
+
+def bar_lines(runs: pd.DataFrame) -> str:
+    """Issue 11's bar for rdp_cgan on Adult, each item met or not (means over repeats)."""
+    items = []
+    for eps, column, bound, kind in BAR:
+        sub = runs[(runs["method"] == "rdp_cgan") & (runs["epsilon"] == eps)]
+        if sub.empty or column not in sub.columns:
+            items.append(f"- ε={eps:g} {column}: not run yet")
+            continue
+        value = sub[column].mean()
+        met = value <= bound if kind == "max" else value >= bound
+        sign = "≤" if kind == "max" else "≥"
+        items.append(
+            f"- ε={eps:g} {column} = {value:.4f} (bar {sign} {bound}): "
+            + ("met" if met else "**NOT met**")
+            + f" (mean of {len(sub)} runs)"
+        )
+    return "\n".join(items)
+
+
 def provenance_line(runs: pd.DataFrame) -> str:
     """Which code made the rows, and when (each row names its commit and date)."""
     groups = runs.groupby("commit", sort=False)["date"].agg(["size", "min", "max"])
@@ -116,7 +182,7 @@ def provenance_line(runs: pd.DataFrame) -> str:
 def figure(results: Path, data: dict[str, tuple[pd.DataFrame, pd.DataFrame]]) -> None:
     fig, axes = plt.subplots(1, len(data), figsize=(5 * len(data), 4), squeeze=False)
     for ax, (dataset, (runs, real)) in zip(axes[0], data.items(), strict=True):
-        for method, marker in (("dp_cgan", "s"), ("rdp_cgan", "o")):
+        for method, marker in (("dp_cgan", "s"), ("rdp_cgan", "o"), ("aim", "^"), ("mst", "v")):
             stats = runs[runs["method"] == method].groupby("epsilon")["mean"].agg(["mean", "std"])
             if not stats.empty:
                 ax.errorbar(
@@ -142,6 +208,47 @@ def figure(results: Path, data: dict[str, tuple[pd.DataFrame, pd.DataFrame]]) ->
     fig.tight_layout()
     atomic_write(
         results / "auroc_vs_epsilon.png", lambda tmp: fig.savefig(tmp, format="png", dpi=120)
+    )
+    plt.close(fig)
+
+
+def fidelity_figure(results: Path, data: dict[str, tuple[pd.DataFrame, pd.DataFrame]]) -> None:
+    """Mean 1-way and 2-way TVD vs ε per dataset, the held-out floor as a line."""
+    fig, axes = plt.subplots(2, len(data), figsize=(5 * len(data), 7), squeeze=False)
+    for col, (dataset, (runs, real)) in enumerate(data.items()):
+        for row, score in enumerate(("tvd_1way", "tvd_2way")):
+            ax = axes[row][col]
+            if score not in runs.columns:
+                continue
+            for method, marker in (("dp_cgan", "s"), ("rdp_cgan", "o"), ("aim", "^"), ("mst", "v")):
+                stats = (
+                    runs[runs["method"] == method].groupby("epsilon")[score].agg(["mean", "std"])
+                )
+                if not stats.empty:
+                    ax.errorbar(
+                        stats.index,
+                        stats["mean"],
+                        yerr=stats["std"].fillna(0),
+                        marker=marker,
+                        capsize=3,
+                        label=method,
+                    )
+            cgan = runs[runs["method"] == "cgan"][score]
+            if not cgan.empty:
+                ax.axhline(cgan.mean(), color="grey", linestyle="-.", label="cgan (non-private)")
+            if score in real.columns:
+                ax.axhline(real[score].mean(), color="black", linestyle="--", label="held-out real")
+            ax.set_title(f"{dataset}: {FIDELITY[score]}")
+            ax.set_xticks(EPSILONS)
+            ax.set_xlim(0.5, 8.5)
+            ax.set_ylim(bottom=0)
+            ax.set_xlabel("ε (δ = 1e-5)")
+            ax.set_ylabel(f"mean {FIDELITY[score]} (lower is better)")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    atomic_write(
+        results / "fidelity_vs_epsilon.png", lambda tmp: fig.savefig(tmp, format="png", dpi=120)
     )
     plt.close(fig)
 
@@ -178,16 +285,27 @@ def main() -> None:
             "",
             epsilon_table(runs, real),
             "",
+            "Fidelity against the train split (public bins: 20 per wide numeric column; mean ±"
+            " std over repeats; AIM and MST cut numbers into 32 public bins):",
+            "",
+            fidelity_table(runs, real),
+            "",
         ]
+        if dataset == "adult":
+            sections += ["Issue 11's bar (rdp_cgan, default settings):", "", bar_lines(runs), ""]
     if data:
         figure(results, data)
+        fidelity_figure(results, data)
     readme = results / "README.md"
     head = readme.read_text().split(MARKER)[0] if readme.is_file() else "# Results\n\n"
-    body = "\n".join(sections) + "\n![mean AUROC vs ε](auroc_vs_epsilon.png)\n" if data else ""
+    figures = (
+        "\n![mean AUROC vs ε](auroc_vs_epsilon.png)\n\n![fidelity vs ε](fidelity_vs_epsilon.png)\n"
+    )
+    body = "\n".join(sections) + figures if data else ""
     atomic_write(
         readme, lambda tmp: tmp.write_text(head.rstrip() + "\n\n" + MARKER + "\n\n" + body)
     )
-    print(f"wrote {readme}" + (" and auroc_vs_epsilon.png" if data else ""))
+    print(f"wrote {readme}" + (" and the figures" if data else ""))
 
 
 if __name__ == "__main__":

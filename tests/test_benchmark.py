@@ -50,7 +50,11 @@ def test_grid_slice_runs_resumes_and_reports(tmp_path, data_dir):
     private = runs[runs["method"] == "rdp_cgan"]
     assert (private["epsilon_spent"] <= private["epsilon"]).all()
     assert {"command", "date", "machine", "commit", "real_mean"} <= set(runs.columns)
-    assert len(pd.read_csv(results / "bench_real_cervical.csv")) == 1
+    fidelity = ["tvd_1way", "tvd_2way", "tvd_3way_target", "k_marginal", "association_difference"]
+    assert runs[fidelity].notna().all().all()
+    assert runs["tvd_1way"].between(0, 1).all() and runs["k_marginal"].between(0, 1000).all()
+    real = pd.read_csv(results / "bench_real_cervical.csv")
+    assert len(real) == 1 and real[fidelity].notna().all().all()  # the held-out floor
 
     again = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
     assert again.returncode == 0
@@ -68,3 +72,5 @@ def test_grid_slice_runs_resumes_and_reports(tmp_path, data_dir):
     text = (results / "README.md").read_text()
     assert "### cervical" in text and "paper's mean" in text
     assert (results / "auroc_vs_epsilon.png").stat().st_size > 1000
+    assert "held-out real rows (floor)" in text and "2-way TVD" in text
+    assert (results / "fidelity_vs_epsilon.png").stat().st_size > 1000

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rdpgan.measure import conditional_distributions
-from rdpgan.postprocess import rake_by_class, raking_weights, systematic_resample
+from rdpgan.measure import Marginals, conditional_distributions
+from rdpgan.postprocess import rake_rows, raking_weights, systematic_resample
 
 
 def skewed_pool(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -42,30 +42,50 @@ def test_systematic_resampling_keeps_each_row_floor_or_ceil_of_its_share():
     assert (kept >= np.floor(1000 * weights)).all() and (kept <= np.ceil(1000 * weights)).all()
 
 
-def test_rake_by_class_fills_each_slot_with_a_row_of_its_class_matching_that_class():
+def test_rake_rows_matches_each_class_table_and_each_released_pair():
     rng = np.random.default_rng(2)
     codes = skewed_pool(rng, 8000)
     labels = rng.integers(0, 2, size=8000)
     other = [np.array([0.6, 0.3, 0.1]), np.array([0.4, 0.4, 0.15, 0.05])]  # class 1
-    marginals = [np.stack([TARGETS[c], other[c]]) for c in range(2)]  # [class, code] per column
-    wanted = rng.integers(0, 2, size=2000)
-    keep = rake_by_class(codes, labels, marginals, wanted, rng)
-    assert (labels[keep] == wanted).all()
+    by_class = [np.stack([TARGETS[c], other[c]]) for c in range(2)]  # [class, code] per column
+    # The pair (0, 1) at coarse codes: column 1's codes 0-1 and 2-3 merged.
+    maps = [np.arange(3), np.array([0, 0, 1, 1])]
+    joint = np.array([[0.4, 0.0], [0.2, 0.1], [0.0, 0.3]])  # consistent with by_class
+    released = Marginals(by_class, [(0, 1)], [joint], maps)
+    label_probs = np.array([0.5, 0.5])
+    keep = rake_rows(codes, labels, released, label_probs, 4000, rng)
+    rows, kept_labels = codes[keep], labels[keep]
+    coarse = np.bincount(rows[:, 0] * 2 + maps[1][rows[:, 1]], minlength=6) / len(rows)
+    np.testing.assert_allclose(coarse, joint.ravel(), atol=0.03)
     for label in (0, 1):
-        rows = codes[keep[wanted == label]]
-        for column in range(2):
-            share = np.bincount(rows[:, column], minlength=4)[: marginals[column].shape[1]]
-            np.testing.assert_allclose(
-                share / len(rows), marginals[column][label], atol=4 / len(rows)
-            )
+        share = np.bincount(rows[kept_labels == label, 0], minlength=3)
+        np.testing.assert_allclose(share / share.sum(), by_class[0][label], atol=0.03)
+    alone = rake_rows(codes, labels, released, label_probs, 500, rng, only=1)
+    share = np.bincount(codes[alone, 1], minlength=4) / 500
+    np.testing.assert_allclose(share, other[1], atol=0.01)
 
 
 def test_conditional_distributions_are_exact_without_noise_and_valid_with_it():
     counts = np.array([[30.0, 10.0, 0.0], [5.0, 5.0, 10.0]])
     np.testing.assert_allclose(
-        conditional_distributions(counts, 0.0), [[0.75, 0.25, 0.0], [0.25, 0.25, 0.5]]
+        conditional_distributions(counts, 0.0), [[0.75, 0.25, 0.0], [0.25, 0.25, 0.5]], atol=1e-9
     )
     noisy = counts + np.random.default_rng(3).normal(0, 20, size=counts.shape)
     released = conditional_distributions(noisy, 20.0)
     assert (released >= 0).all()
     np.testing.assert_allclose(released.sum(axis=1), 1.0)
+
+
+def test_sparse_noisy_counts_lose_less_mass_to_empty_cells_than_clipping_would():
+    """100 codes, 10 of them used: clipping keeps noise on 90 empty cells; Norm-Sub does not."""
+    rng = np.random.default_rng(4)
+    truth = np.zeros((1, 100))
+    truth[0, rng.choice(100, 10, replace=False)] = rng.uniform(200, 800, size=10)
+    expected = truth / truth.sum()
+    ours, clipped = [], []
+    for _ in range(50):
+        noisy = truth + rng.normal(0, 50, size=truth.shape)
+        ours.append(np.abs(conditional_distributions(noisy, 50.0) - expected).sum() / 2)
+        naive = np.clip(noisy, 0, None)
+        clipped.append(np.abs(naive / naive.sum() - expected).sum() / 2)
+    assert np.mean(ours) < 0.5 * np.mean(clipped)

@@ -115,8 +115,9 @@ def test_small_integer_ranges_get_one_code_per_value_and_no_offset():
     age = transformer.spans[0]
     assert (age.activation, age.end - age.start) == ("softmax", 90 - 17 + 1)
     assert transformer.spans[1].activation == "softmax"  # no tanh between age and income
-    coarse = TableTransformer(SCHEMA, "label", n_bins=10)
-    assert coarse.spans[1].activation == "tanh"  # 74 ages in 10 bins: a position within
+    wide = Schema([Continuous("count", 0, 500, integer=True), Categorical("label", ("a", "b"))])
+    spans = TableTransformer(wide, "label", n_bins=10).spans  # 501 values: more than 100
+    assert [(s.activation, s.end - s.start) for s in spans] == [("softmax", 10), ("tanh", 1)]
 
 
 def test_point_mass_outside_the_bounds_is_refused():

@@ -8,9 +8,9 @@ compared cell by cell.
 
 A continuous column's codes are, in order:
 - its *value codes*: one per integer in the bounds when the column is integer and has at most
-  ``n_bins`` of them (an exact code per value: spikes such as "40 hours" stay representable),
-  else ``n_bins`` equal-width bins over the bounds in the column's public transform (so log1p
-  money gets bins of equal width in log space);
+  ``grid_limit`` of them (default ``n_bins``; an exact code per value: spikes such as
+  "40 hours" stay representable), else ``n_bins`` equal-width bins over the bounds in the
+  column's public transform (so log1p money gets bins of equal width in log space);
 - one code per declared point mass (values equal to it never fall in a value code);
 - one code for "missing" when the schema declares it.
 A categorical column's codes are its levels (and "missing"), as
@@ -34,6 +34,7 @@ class Bins:
 
     column: Continuous
     n_bins: int
+    grid_limit: int | None = None  # most integer values that get a code each (default n_bins)
 
     @property
     def _grid(self) -> tuple[int, int]:
@@ -43,7 +44,8 @@ class Bins:
     def on_grid(self) -> bool:
         """One code per integer value (no within-bin offset is needed to decode)."""
         first, last = self._grid
-        return self.column.integer and 1 <= last - first + 1 <= self.n_bins
+        limit = self.n_bins if self.grid_limit is None else self.grid_limit
+        return self.column.integer and 1 <= last - first + 1 <= limit
 
     @property
     def n_values(self) -> int:

@@ -9,8 +9,9 @@ what is compared is the noiseless quantity the mechanism adds noise to.
   critics, batches larger than the expected batch, and empty batches): the clipped sum of
   per-pair gradients changes by exactly x's own clipped pair gradient, so by at most C in L2.
 - Each sampling-rate-1 release: the label histogram (L2 sensitivity 1), the marginals (every
-  feature's [class, code] counts, sqrt(features)), and the private schema's scores and counts
-  (sensitivity 1).
+  feature's [class, code] counts, sqrt(features)), the pair selection's utilities (1, with the
+  epsilon its exponential mechanisms use charged), the pair marginals (sqrt(pairs)), and the
+  private schema's scores and counts (sensitivity 1).
 
 A control shows the check has power: with BatchNorm in G (the coupling this file was written
 to catch), the other pairs' fakes move and the bound is broken.
@@ -27,6 +28,7 @@ import pytest
 import torch
 
 from rdpgan import measure
+from rdpgan.data.discretize import table_sizes
 from rdpgan.data.schema import Schema
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy.dp_sgd import DPSGD
@@ -323,6 +325,83 @@ def test_the_marginals_move_by_at_most_their_declared_sensitivity(monkeypatch):
     assert sensitivity == pytest.approx(math.sqrt(len(TRANSFORMER.code_sizes)))
     assert worst <= sensitivity + SLACK
     assert worst == pytest.approx(sensitivity)  # every added row reaches the bound: it is tight
+
+
+def coarse_codes(table: pd.DataFrame) -> np.ndarray:
+    codes = TRANSFORMER.split(encoded(table)[0])[1]
+    maps = TRANSFORMER.coarse_maps(measure.PAIR_BINS)
+    return np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
+
+
+COARSE_SIZES = table_sizes(TRANSFORMER.features, measure.PAIR_BINS)
+PAIRS = [(0, 1), (0, 2), (1, 2)]
+
+
+def test_the_pair_selection_utilities_move_by_at_most_one():
+    """The exponential mechanism is run with utility sensitivity 1: each pair's L1 distance
+    from the counts the earlier releases imply (fixed here, as they are given) moves by <= 1."""
+    rng = np.random.default_rng(0)
+    implied = [rng.uniform(0, 3, size=(COARSE_SIZES[i], COARSE_SIZES[j])) for i, j in PAIRS]
+    worst = 0.0
+    for seed in range(200):
+        utilities = [
+            measure.pair_utilities(coarse_codes(t), COARSE_SIZES, PAIRS, implied)
+            for t in neighbours(seed)
+        ]
+        worst = max(worst, float(np.abs(utilities[1] - utilities[0]).max()))
+    assert worst <= 1.0 + SLACK
+    assert worst > 0.5  # the check has teeth
+
+
+def test_the_pair_selection_charges_what_its_exponential_mechanisms_use(monkeypatch):
+    used = []
+
+    def spy(utilities, epsilon, sensitivity, rng):
+        used.append((epsilon, sensitivity))
+        return 0
+
+    monkeypatch.setattr(measure, "exponential_mechanism", spy)
+    ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+    codes = coarse_codes(neighbours(0)[1])
+    pairs = measure.select_pairs(
+        codes,
+        COARSE_SIZES,
+        PAIRS,
+        lambda i, j: np.zeros((COARSE_SIZES[i], COARSE_SIZES[j])),
+        ledger,
+        0.4,
+        np.random.default_rng(0),
+    )
+    assert len(pairs) == len(COARSE_SIZES) - 1  # a spanning tree
+    assert len({frozenset(p) for p in pairs}) == len(pairs)
+    (release,) = ledger.releases
+    assert (release.kind, release.epsilon) == ("pure", 0.4)
+    assert all(sensitivity == 1.0 for _, sensitivity in used)
+    assert sum(epsilon for epsilon, _ in used) == pytest.approx(release.epsilon)
+
+
+def test_the_pair_marginals_move_by_at_most_their_declared_sensitivity(monkeypatch):
+    released = []
+    counts = measure.pair_counts
+
+    def spy(*args):
+        released.append(np.concatenate([t.ravel() for t in counts(*args)]))
+        return counts(*args)
+
+    monkeypatch.setattr(measure, "pair_counts", spy)
+    worst, declared = 0.0, set()
+    for seed in range(200):
+        released.clear()
+        for table in neighbours(seed):
+            ledger, noise = PrivacyLedger(8.0, 1e-5, "rdp"), ZeroNoise()
+            measure.pair_marginals(
+                coarse_codes(table), PAIRS, COARSE_SIZES, 50.0, ledger, 0.3, noise
+            )
+            declared.add(assert_noise_matches_the_ledger(noise, ledger))
+        worst = max(worst, float(np.linalg.norm(released[1] - released[0])))
+    (sensitivity,) = declared
+    assert sensitivity == pytest.approx(math.sqrt(len(PAIRS)))
+    assert worst == pytest.approx(sensitivity)  # every added row reaches the bound
 
 
 def test_the_private_schema_queries_move_by_at_most_one():
