@@ -2,6 +2,7 @@
 
     python scripts/benchmark.py                      # the whole grid, 10 repeats
     python scripts/benchmark.py repeats=3 table=adult epsilon=8   # a slice
+    python scripts/benchmark.py method=aim,mst epsilon=8 ++aim_rounds=48   # the reference peers
     python scripts/report_benchmark.py               # tables + figure from results/bench_*.csv
 
 Each repeat r makes its own stratified 80/20 split (seed r), trains with seed r (and its secret
@@ -12,6 +13,14 @@ table with the paper's 8 classifiers on the held-out real rows, and appends one 
 ``results/bench_<dataset>.csv``. The real-data reference for split r is computed once and cached in
 ``results/bench_real_<dataset>.csv``. The non-private cgan does not depend on ε: it is run once per
 repeat and stored with ``epsilon`` empty. Nothing is tuned here; settings come from configs/.
+
+The marginal-based peers ``aim`` and ``mst`` (``scripts/marginal_peers.py``; they need the
+``bench`` extra, ``pip install -e .[bench]``) are references, not rdpgan runs: for each repeat
+they get the same split, run on its train rows with numpy noise keyed by the same cell number,
+and their synthetic table (written to ``repeat<r>/synthetic.csv``) is scored exactly as
+rdp_cgan's. Their ``epsilon_spent`` is the target ε by their own zCDP accounting; AIM's
+round cap is ``aim_rounds`` (48 unless ``++aim_rounds=N``), recorded in the ``rounds`` column
+with the select-measure rounds it ran in ``rounds_run``.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import hydra
+import marginal_peers  # scripts/, beside this file
+import numpy as np
 import pandas as pd
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
@@ -47,6 +58,7 @@ from rdpgan.train import spending_record
 
 REPO = Path(__file__).resolve().parent.parent
 PRIVACY_OF_METHOD = {"cgan": "none", "dp_cgan": "dp", "rdp_cgan": "rdp"}
+PEER_METHODS = marginal_peers.PEERS  # not rdpgan runs: see run_peer_repeat
 FIDELITY_COLUMNS = (
     "tvd_1way",
     "tvd_2way",
@@ -65,6 +77,7 @@ class BenchmarkConfig:
     delta: float = 1e-5
     results_dir: str = "results"
     overrides: list[str] = field(default_factory=list)
+    aim_rounds: int = marginal_peers.DEFAULT_AIM_ROUNDS  # AIM's round cap (method=aim only)
 
 
 ConfigStore.instance().store(name="benchmark_schema", node=BenchmarkConfig)
@@ -125,6 +138,8 @@ def provenance() -> dict[str, str]:
 def command_line(cfg: BenchmarkConfig) -> str:
     """The command that reproduces this cell (copy-pastable, overrides quoted)."""
     words = [f"table={cfg.table}", f"method={cfg.method}", f"epsilon={cfg.epsilon}"]
+    if cfg.method == "aim":
+        words.append(f"++aim_rounds={cfg.aim_rounds}")
     if cfg.overrides:
         words.append("'overrides=[" + ",".join(f'"{o}"' for o in cfg.overrides) + "]'")
     return "python scripts/benchmark.py " + " ".join(words)
@@ -218,18 +233,82 @@ def run_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> N
     print(f"done: {keys} mean AUROC {scores.mean:.4f} (real {real['mean']:.4f})", flush=True)
 
 
+def run_peer_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> None:
+    """One repeat of a marginal-based peer (aim, mst): same split, same scoring, same columns
+    as :func:`run_repeat`, plus AIM's ``rounds`` and ``rounds_run``."""
+    csv = results / f"bench_{cfg.table}.csv"
+    epsilon = float(cfg.epsilon)
+    keys = {"dataset": cfg.table, "method": cfg.method, "epsilon": epsilon, "repeat": repeat}
+    if is_done(csv, keys):
+        print(f"skip (done): {keys}")
+        return
+    real = real_reference(cfg, repeat, results)
+    run_cfg = compose_run_config(
+        [f"dataset={cfg.table}", f"dataset.split_seed={repeat}", *cfg.overrides]
+    )
+    table, train, test = load_split(run_cfg.dataset, run_cfg.data.root)
+    # Reproducible numpy noise keyed by the cell: acceptable for a reference, not for a release.
+    rng = np.random.default_rng(cell_noise_seed(cfg, repeat))
+    started = time.perf_counter()
+    synthetic, peer = marginal_peers.synthesize(
+        cfg.method,
+        table.schema,
+        train,
+        epsilon,
+        cfg.delta,
+        rng,
+        rounds=cfg.aim_rounds,
+        log=lambda line: print(line, flush=True),
+    )
+    train_seconds = time.perf_counter() - started
+    run_dir = out / f"repeat{repeat}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(run_dir / "synthetic.csv", lambda tmp: synthetic.to_csv(tmp, index=False))
+    synthetic = table.schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
+    scores = score_table(synthetic, test, table.schema, table.target, table.positive_label, 0)
+    append_row(
+        csv,
+        {
+            **keys,
+            # By the mechanism's own zCDP accounting (ρ from (ε, δ)), not an rdpgan ledger.
+            "epsilon_spent": epsilon,
+            "delta": cfg.delta,
+            "mean": scores.mean,
+            **{f"auroc_{k}": v for k, v in scores.auroc.items()},
+            "real_mean": real["mean"],
+            "share_of_real": scores.mean / real["mean"],
+            "synthetic_positives": int((synthetic[table.target] == table.positive_label).sum()),
+            **fidelity_columns(train, synthetic, table.schema, table.target),
+            "train_seconds": round(train_seconds, 1),
+            "eval_seconds": round(scores.seconds, 1),
+            "rounds": cfg.aim_rounds if cfg.method == "aim" else None,
+            "rounds_run": peer.rounds_run,
+            "command": command_line(cfg),
+            **provenance(),
+        },
+    )
+    print(f"done: {keys} mean AUROC {scores.mean:.4f} (real {real['mean']:.4f})", flush=True)
+
+
 @hydra.main(config_path="../configs/benchmark", config_name="config", version_base="1.3")
 def main(raw: DictConfig) -> None:
     cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BenchmarkConfig), raw))
     assert isinstance(cfg, BenchmarkConfig)
-    if cfg.method not in PRIVACY_OF_METHOD:
-        raise UserInputError(f"method must be one of {', '.join(PRIVACY_OF_METHOD)}")
+    if cfg.method not in (*PRIVACY_OF_METHOD, *PEER_METHODS):
+        raise UserInputError(f"method must be one of {', '.join(PRIVACY_OF_METHOD)}, aim, mst")
     out = Path(HydraConfig.get().runtime.output_dir)
     before = existing_files(out)
     results = REPO / cfg.results_dir
+    peer = cfg.method in PEER_METHODS
     try:
+        if peer:
+            marginal_peers.load_mbi()  # one clear line, before any work, when it is missing
         for repeat in range(cfg.repeats):
-            run_repeat(cfg, repeat, out, results)
+            (run_peer_repeat if peer else run_repeat)(cfg, repeat, out, results)
+    except marginal_peers.PeerUnavailable as exc:
+        remove_new_files(out, before)
+        print(f"error: method {cfg.method}: {exc}", file=sys.stderr)
+        sys.exit(2)
     except UserInputError as exc:
         remove_new_files(out, before, keep=spending_record)  # repeats' ledgers stay
         print(f"error: {first_line(exc)}", file=sys.stderr)
