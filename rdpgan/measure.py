@@ -41,6 +41,9 @@ PAIR_BINS = 20
 # A pair is a candidate only if cells × noise std ≤ this × rows: at a small epsilon a large
 # table (16 × 16 education codes) would be mostly noise, which G and raking would then learn.
 PAIR_NOISE_LIMIT = 0.5
+# Pairs beyond the spanning forest, as a share of its edges: a tree links every column but
+# leaves most strong dependences (education with marital status, ...) to G alone.
+EXTRA_PAIRS = 1.0
 
 
 @dataclass
@@ -88,7 +91,8 @@ def pair_candidates(
     budget = fraction * (ledger.gaussian_budget() - selection_epsilon)
     if budget <= 0:
         return []
-    std = ledger.calibrate(1.0, 1, budget, alone=True) * math.sqrt(len(coarse_sizes) - 1)
+    most_pairs = (len(coarse_sizes) - 1) * (1 + EXTRA_PAIRS)
+    std = ledger.calibrate(1.0, 1, budget, alone=True) * math.sqrt(most_pairs)
     return [
         (i, j)
         for i, j in pairs
@@ -238,12 +242,13 @@ def select_pairs(
     epsilon: float,
     rng: np.random.Generator,
 ) -> list[tuple[int, int]]:
-    """A spanning forest of the (public) candidate pairs, strongest dependence first (as MST,
-    McKenna et al. 2021): Kruskal's algorithm where each edge is chosen by the exponential
-    mechanism (utility sensitivity 1) among the candidates that join two components, with
-    ``epsilon`` split evenly over the edges. ``implied(i, j)`` gives the counts the earlier
-    releases imply for the pair."""
-    rounds = forest_size(len(coarse_sizes), candidates)
+    """Pairs to measure, strongest dependence first: a spanning forest of the (public)
+    candidates, as MST (McKenna et al. 2021) by Kruskal's algorithm, then as many more
+    candidates again (``EXTRA_PAIRS``), each pick by the exponential mechanism (utility
+    sensitivity 1) with ``epsilon`` split evenly over the picks. ``implied(i, j)`` gives the
+    counts the earlier releases imply for the pair."""
+    forest = forest_size(len(coarse_sizes), candidates)
+    rounds = min(len(candidates), round(forest * (1 + EXTRA_PAIRS)))
     if rounds == 0:
         return []
     details = {"mechanism": "exponential", "sensitivity": 1.0, "rounds": rounds}
@@ -252,8 +257,12 @@ def select_pairs(
     component = list(range(len(coarse_sizes)))
     chosen: list[tuple[int, int]] = []
     utilities = pair_utilities(coarse, coarse_sizes, candidates, [implied(*p) for p in candidates])
-    for _ in range(rounds):
-        open_ = [n for n, (i, j) in enumerate(candidates) if component[i] != component[j]]
+    for pick_number in range(rounds):
+        open_ = [
+            n
+            for n, (i, j) in enumerate(candidates)
+            if (component[i] != component[j] if pick_number < forest else (i, j) not in chosen)
+        ]
         if ledger.private:
             pick = open_[exponential_mechanism(utilities[open_], epsilon / rounds, 1.0, rng)]
         else:

@@ -20,6 +20,8 @@ from rdpgan.measure import Marginals
 
 #: IPF sweeps over the columns; the weights settle within a few dozen on real tables.
 RAKING_SWEEPS = 30
+#: Share of each target spread evenly over the cells the pool reaches (see raking_weights).
+RAKING_FLOOR = 1e-3
 
 
 def raking_weights(
@@ -31,12 +33,17 @@ def raking_weights(
     for _ in range(sweeps):
         for column, target in enumerate(targets):
             current = np.bincount(codes[:, column], weights=weights, minlength=len(target))
-            # Codes the pool never made cannot be reached; the rest share their mass.
+            # Codes the pool never made cannot be reached; the rest share their mass. A floor
+            # keeps every reachable cell alive: a cell the (noisy) target empties would
+            # otherwise zero its rows for good, and no later column could bring them back.
             reachable = current > 0
             goal = np.where(reachable, target, 0.0)
             if goal.sum() <= 0:
                 continue
-            ratio = np.where(reachable, goal / goal.sum() / np.where(reachable, current, 1), 0)
+            goal = (
+                1 - RAKING_FLOOR
+            ) * goal / goal.sum() + RAKING_FLOOR * reachable / reachable.sum()
+            ratio = np.where(reachable, goal / np.where(reachable, current, 1), 0)
             weights = weights * ratio[codes[:, column]]
             weights /= weights.sum()
     return weights
@@ -90,4 +97,7 @@ def rake_rows(
             coarse_i, coarse_j = released.maps[i][codes[:, i]], released.maps[j][codes[:, j]]
             columns.append(coarse_i * joint.shape[1] + coarse_j)
             targets.append(joint.ravel())
+        # Last in every sweep: the class shares are the released ones whatever came before.
+        columns.append(labels)
+        targets.append(label_probs / label_probs.sum())
     return rng.permutation(rake(np.stack(columns, axis=1), targets, n, rng))

@@ -2,7 +2,7 @@
 
     python scripts/benchmark.py                      # the whole grid, 10 repeats
     python scripts/benchmark.py repeats=3 table=adult epsilon=8   # a slice
-    python scripts/benchmark.py method=aim,mst epsilon=8 ++aim_rounds=48   # the reference peers
+    python scripts/benchmark.py method=aim,mst epsilon=8 aim_rounds=48   # the reference peers
     python scripts/report_benchmark.py               # tables + figure from results/bench_*.csv
 
 Each repeat r makes its own stratified 80/20 split (seed r), trains with seed r (and its secret
@@ -19,7 +19,7 @@ The marginal-based peers ``aim`` and ``mst`` (``scripts/marginal_peers.py``; the
 they get the same split, run on its train rows with numpy noise keyed by the same cell number,
 and their synthetic table (written to ``repeat<r>/synthetic.csv``) is scored exactly as
 rdp_cgan's. Their ``epsilon_spent`` is the target ε by their own zCDP accounting; AIM's
-round cap is ``aim_rounds`` (48 unless ``++aim_rounds=N``), recorded in the ``rounds`` column
+round cap is ``aim_rounds`` (48 unless ``aim_rounds=N``), recorded in the ``rounds`` column
 with the select-measure rounds it ran in ``rounds_run``.
 """
 
@@ -130,7 +130,7 @@ COMMIT = (_git("rev-parse", "--short", "HEAD") or "unknown") + (
 def provenance() -> dict[str, str]:
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, torch CPU",
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, CPU only",
         "commit": COMMIT,
     }
 
@@ -139,7 +139,7 @@ def command_line(cfg: BenchmarkConfig) -> str:
     """The command that reproduces this cell (copy-pastable, overrides quoted)."""
     words = [f"table={cfg.table}", f"method={cfg.method}", f"epsilon={cfg.epsilon}"]
     if cfg.method == "aim":
-        words.append(f"++aim_rounds={cfg.aim_rounds}")
+        words.append(f"aim_rounds={cfg.aim_rounds}")
     if cfg.overrides:
         words.append("'overrides=[" + ",".join(f'"{o}"' for o in cfg.overrides) + "]'")
     return "python scripts/benchmark.py " + " ".join(words)

@@ -169,6 +169,24 @@ def bar_lines(runs: pd.DataFrame) -> str:
     return "\n".join(items)
 
 
+def tuning_table(results: Path) -> str:
+    """Round 8 of the Adult search (validation split of the train split), from
+    tuning_adult.csv: what chose the issue-11 defaults."""
+    path = results / "tuning_adult.csv"
+    if not path.is_file():
+        return ""
+    rows = pd.read_csv(path)
+    rows = rows[rows["round"] == 8]
+    if rows.empty:
+        return ""
+    columns = ["name", "epsilon", "seed", "validation_mean_auroc", *FIDELITY, "commit"]
+    columns = [c for c in columns if c in rows.columns and c != "association_difference"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    for _, row in rows.iterrows():
+        lines.append("| " + " | ".join(str(row[c]) for c in columns) + " |")
+    return "\n".join(lines)
+
+
 def provenance_line(runs: pd.DataFrame) -> str:
     """Which code made the rows, and when (each row names its commit and date)."""
     groups = runs.groupby("commit", sort=False)["date"].agg(["size", "min", "max"])
@@ -298,6 +316,14 @@ def main() -> None:
         fidelity_figure(results, data)
     readme = results / "README.md"
     head = readme.read_text().split(MARKER)[0] if readme.is_file() else "# Results\n\n"
+    tuning = tuning_table(results)
+    if tuning:
+        sections += [
+            "### Tuning round 8 (Adult, validation split of the train split)",
+            "",
+            tuning,
+            "",
+        ]
     figures = (
         "\n![mean AUROC vs ε](auroc_vs_epsilon.png)\n\n![fidelity vs ε](fidelity_vs_epsilon.png)\n"
     )

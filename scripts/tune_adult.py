@@ -186,10 +186,12 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     },
     # Round 8 (issue 11, fidelity): numbers as fine bins + within-bin position, released
     # marginals matched by a KL loss and by raking the sampled rows. Scored on fidelity too.
-    # r8_default ran before pair marginals existed (its rows' commit says which code ran);
-    # r8_pairs is the same defaults with them.
+    # Each ran the package defaults of its commit (in its rows): r8_default before pair
+    # marginals existed, r8_pairs with a spanning tree of them (100 bins, clipped tables),
+    # r8_final with the shipped defaults (40 bins, Norm-Sub, pairs beyond the tree).
     "r8_default": (ModelConfig(), FULL, PrivacyConfig()),
     "r8_pairs": (ModelConfig(), FULL, PrivacyConfig()),
+    "r8_final": (ModelConfig(), FULL, PrivacyConfig()),
     "r8_nonprivate": (ModelConfig(), FULL, NONPRIVATE),
     "r8_no_raking": (replace(ModelConfig(), sample_pool=1), FULL, PrivacyConfig()),
     "r8_no_marginal_loss": (replace(ModelConfig(), marginal_weight=1e-9), FULL, PrivacyConfig()),

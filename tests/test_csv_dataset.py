@@ -199,6 +199,8 @@ def test_declared_schema_file_is_free(tmp_path, messy_csv):
     assert [m["name"] for m in ledger["mechanisms"]] == [
         "label_counts",
         "marginals",
+        "pair_selection",
+        "pair_marginals",
         "dp_sgd_discriminator",
     ]
     assert ledger["end_to_end"]

@@ -89,3 +89,14 @@ def test_sparse_noisy_counts_lose_less_mass_to_empty_cells_than_clipping_would()
         naive = np.clip(noisy, 0, None)
         clipped.append(np.abs(naive / naive.sum() - expected).sum() / 2)
     assert np.mean(ours) < 0.5 * np.mean(clipped)
+
+
+def test_a_class_whose_rows_all_miss_their_target_cells_keeps_its_share():
+    """An untrained G can put every row of a class where the (noisy) target is 0: raking must
+    not drop the class."""
+    codes = np.zeros((1000, 1), dtype=np.int64)  # every row on code 0 ...
+    labels = np.repeat([0, 1], 500)
+    by_class = [np.array([[0.5, 0.5], [0.0, 1.0]])]  # ... where class 1 has no mass
+    released = Marginals(by_class, [], [], [np.arange(2)])
+    keep = rake_rows(codes, labels, released, np.array([0.7, 0.3]), 200, np.random.default_rng(0))
+    assert np.bincount(labels[keep], minlength=2).tolist() == [140, 60]

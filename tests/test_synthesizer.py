@@ -100,7 +100,7 @@ def test_by_default_the_dp_noise_does_not_follow_from_the_seed():
         for _ in range(2)
     ]
     assert not np.array_equal(runs[0].label_probs, runs[1].label_probs)
-    assert not np.array_equal(runs[0].marginals[0], runs[1].marginals[0])
+    assert not np.array_equal(runs[0].marginals.by_class[0], runs[1].marginals.by_class[0])
     weights = [dict(run.generator.state_dict()) for run in runs]
     assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
     assert runs[0].ledger.to_dict()["noise_source"] == "os-entropy"

@@ -75,8 +75,14 @@ def test_short_real_run_writes_every_output(trained_run):
     assert 0 < ledger["epsilon_spent"] <= 3.0
     assert math.isclose(recompute_epsilon(ledger), ledger["epsilon_spent"], rel_tol=1e-12)
     names = [m["name"] for m in ledger["mechanisms"]]
-    assert names == ["label_counts", "marginals", "dp_sgd_discriminator"]
-    dp_sgd = ledger["mechanisms"][2]
+    assert names == [
+        "label_counts",
+        "marginals",
+        "pair_selection",
+        "pair_marginals",
+        "dp_sgd_discriminator",
+    ]
+    dp_sgd = ledger["mechanisms"][-1]
     assert dp_sgd["kind"] == "gaussian" and dp_sgd["steps"] > 0 and dp_sgd["max_grad_norm"] == 1.0
 
     weights = torch.load(run / "model.pt", weights_only=True)

@@ -372,7 +372,8 @@ def test_the_pair_selection_charges_what_its_exponential_mechanisms_use(monkeypa
         0.4,
         np.random.default_rng(0),
     )
-    assert len(pairs) == len(COARSE_SIZES) - 1  # a spanning tree
+    assert len(pairs) == len(PAIRS)  # a spanning tree, then the extra pair
+    assert measure.forest_size(len(COARSE_SIZES), pairs[:2]) == 2
     assert len({frozenset(p) for p in pairs}) == len(pairs)
     (release,) = ledger.releases
     assert (release.kind, release.epsilon) == ("pure", 0.4)
