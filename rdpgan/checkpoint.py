@@ -14,12 +14,18 @@ from __future__ import annotations
 import json
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
+from rdpgan.privacy.ledger import LEDGER_FILE
+
+if TYPE_CHECKING:  # the model and trainer whose state is saved; they import this module
+    from rdpgan.models import Discriminator
+    from rdpgan.synthesizer import DPCGAN
+    from rdpgan.training import CGANTrainer
 
 SLOTS = ("checkpoint.a.pt", "checkpoint.b.pt")
 META = "checkpoint.json"
@@ -85,3 +91,61 @@ def load(
     if int(tensors.get("step", -1)) != meta.get("step"):
         raise UserInputError(f"checkpoint in {directory} is inconsistent (files from two steps)")
     return meta, tensors
+
+
+class Checkpointer:
+    """Saves the training state every ``train.checkpoint_every`` steps and at the end.
+
+    Privacy is charged ahead, never behind: before a block of steps starts, ``privacy.json`` is
+    rewritten as if the whole block were already spent. A run killed mid-block therefore
+    resumes with those steps charged (the ledger never forgets privacy it may have used), and
+    a resumed run ends with exactly the ledger of an uninterrupted one.
+    """
+
+    def __init__(
+        self,
+        model: DPCGAN,
+        trainer: CGANTrainer,
+        discriminator: Discriminator,
+        d_opt: torch.optim.Optimizer,
+        directory: Path,
+    ):
+        self.model, self.trainer = model, trainer
+        self.discriminator, self.d_opt = discriminator, d_opt
+        self.directory = directory
+        self.every = model.train_config.checkpoint_every
+        self.prepaid_until = 0
+
+    def _write_ledger(self, prepaid_steps: int = 0) -> None:
+        assert self.model.ledger is not None
+        record = self.model.ledger.to_dict(prepaid_steps if self.model.ledger.private else 0)
+        write_json(self.directory / LEDGER_FILE, record)
+
+    def before(self, step: int, last: int) -> None:
+        if step > self.prepaid_until:
+            self.prepaid_until = last if self.every <= 0 else min(last, step - 1 + self.every)
+            self._write_ledger(prepaid_steps=self.prepaid_until - step + 1)
+
+    def after(self, step: int, last: int, history: list[dict[str, Any]]) -> None:
+        if step == last or (self.every > 0 and step % self.every == 0):
+            self.save(step, history, finished=step == last)
+
+    def save(self, step: int, history: list[dict[str, Any]], finished: bool = False) -> None:
+        assert self.model.ledger is not None and self.model.generator is not None
+        tensors = {
+            "generator": self.model.generator.state_dict(),
+            "discriminator": self.discriminator.state_dict(),
+            "generator_optimizer": self.trainer.generator_optimizer.state_dict(),
+            "discriminator_optimizer": self.d_opt.state_dict(),
+            "rng": torch.get_rng_state(),
+        }
+        meta = {
+            "model": self.model.describe(),
+            "ledger": self.model.ledger.to_dict(),
+            "history": history,
+            "finished": finished,
+        }
+        save(self.directory, step, tensors, meta)
+        # The ledger is exact again: only the steps actually taken are charged.
+        self.prepaid_until = step
+        self._write_ledger()

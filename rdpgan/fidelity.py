@@ -11,6 +11,11 @@ score can be recomputed from the run directory. Scores, each a mean over margina
   marginals (1000 = identical; SDNist samples marginals at random, we take them all);
 - ``association_difference``: mean absolute difference of Cramér's V over column pairs, whose
   matrices (``association_real``, ``association_synthetic``) the quality report draws.
+
+Why not SDMetrics (MIT-licensed, so usable): its column-shape and contingency metrics bin
+numbers by ranges read off the data, and a score here must be cut by the public schema only
+(and be recomputable from a run directory); it would also bring plotly and more for what is a
+few histograms here, and copulas (Business Source License) with it.
 """
 
 from __future__ import annotations

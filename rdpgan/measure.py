@@ -58,9 +58,10 @@ class Marginals:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "by_class": [t.round(8).tolist() for t in self.by_class],
+            # Full precision (JSON floats round-trip): a loaded model samples the same rows.
+            "by_class": [t.tolist() for t in self.by_class],
             "pairs": [list(p) for p in self.pairs],
-            "joint": [t.round(8).tolist() for t in self.joint],
+            "joint": [t.tolist() for t in self.joint],
             "maps": [m.tolist() for m in self.maps],
         }
 
@@ -75,24 +76,19 @@ class Marginals:
 
 
 def pair_candidates(
-    coarse_sizes: Sequence[int],
-    total: float,
-    ledger: PrivacyLedger,
-    fraction: float,
-    selection_epsilon: float,
+    coarse_sizes: Sequence[int], total: float, ledger: PrivacyLedger, epsilon: float
 ) -> list[tuple[int, int]]:
     """The pairs whose joint table would not drown in its noise: cells × noise std at most
     ``PAIR_NOISE_LIMIT`` × the (released) row count, with the noise the pair release would get
-    (``fraction`` of the budget left after the selection, the largest forest's sensitivity).
+    (``epsilon`` on its own, the sensitivity of the most pairs :func:`select_pairs` can pick).
     Public: it depends on the schema, the budget and released counts only."""
     pairs = list(combinations(range(len(coarse_sizes)), 2))
     if not ledger.private or not pairs:
         return pairs
-    budget = fraction * (ledger.gaussian_budget() - selection_epsilon)
-    if budget <= 0:
+    if epsilon <= 0:
         return []
-    most_pairs = (len(coarse_sizes) - 1) * (1 + EXTRA_PAIRS)
-    std = ledger.calibrate(1.0, 1, budget, alone=True) * math.sqrt(most_pairs)
+    most_pairs = min(len(pairs), round((len(coarse_sizes) - 1) * (1 + EXTRA_PAIRS)))
+    std = ledger.calibrate(1.0, 1, epsilon, alone=True) * math.sqrt(most_pairs)
     return [
         (i, j)
         for i, j in pairs
@@ -112,15 +108,19 @@ def release_marginals(
     rng: np.random.Generator,
 ) -> Marginals:
     """The marginals G learns from, target first: every feature's distribution per class
-    (``fraction`` / 2 of the budget), then a spanning forest of the candidate feature pairs
-    chosen privately (``selection_fraction`` of epsilon) and their joint distributions
-    (``fraction`` / 2). With no candidate pair, the per-class tables take all of ``fraction``."""
+    (``fraction`` / 2 of the budget), then pairs of features chosen privately among the
+    candidates (``selection_fraction``; see :func:`select_pairs`) and their joint distributions
+    (``fraction`` / 2). With no candidate pair, the per-class tables take all of ``fraction``.
+    The budget is what the Gaussian releases may spend when this starts (epsilon less any
+    pure-DP release before it, such as a private schema)."""
     codes = transformer.split(features)[1]
     sizes = transformer.code_sizes
     coarse_sizes = table_sizes(transformer.features, PAIR_BINS)
-    selection_epsilon = selection_fraction * ledger.epsilon_target
-    candidates = pair_candidates(coarse_sizes, total, ledger, fraction / 2, selection_epsilon)
-    share = fraction / 2 if candidates else fraction
+    # Every share is of the same base: what the Gaussian releases may spend before any of these.
+    base = ledger.gaussian_budget()
+    selection_epsilon = selection_fraction * base
+    candidates = pair_candidates(coarse_sizes, total, ledger, fraction / 2 * base)
+    share = (fraction / 2 if candidates else fraction) * base
     by_class = marginals(codes, labels, sizes, len(label_probs), ledger, share, rng)
     if not candidates:
         return Marginals(by_class, [], [], [])
@@ -175,17 +175,17 @@ def marginals(
     code_sizes: Sequence[int],
     n_classes: int,
     ledger: PrivacyLedger,
-    fraction: float,
+    epsilon: float,
     rng: np.random.Generator,
 ) -> list[np.ndarray]:
     """Per feature column, [class, code]: the code distribution within each class.
 
     One row adds one count to one cell of each of the k tables, so the stacked tables move by
     sqrt(k) in L2: the Gaussian mechanism with sigma calibrated so that this release on its
-    own costs ``fraction`` of the budget (the ledger composes it with the rest).
+    own costs ``epsilon`` (the ledger composes it with the rest).
     """
     tables = marginal_counts(codes, labels, code_sizes, n_classes)
-    released = _gaussian_tables("marginals", tables, ledger, fraction, rng)
+    released = _gaussian_tables("marginals", tables, ledger, epsilon, rng)
     return [conditional_distributions(t, std) for t, std in released]
 
 
@@ -279,13 +279,13 @@ def pair_marginals(
     coarse_sizes: Sequence[int],
     total: float,
     ledger: PrivacyLedger,
-    fraction: float,
+    epsilon: float,
     rng: np.random.Generator,
 ) -> list[np.ndarray]:
     """Per pair, the joint [code, code] distribution: noisy counts (Gaussian, sqrt(pairs) L2
-    sensitivity, ``fraction`` of the budget on its own) made consistent with ``total``."""
+    sensitivity, costing ``epsilon`` on its own) made consistent with ``total``."""
     tables = pair_counts(coarse, pairs, coarse_sizes)
-    released = _gaussian_tables("pair_marginals", tables, ledger, fraction, rng)
+    released = _gaussian_tables("pair_marginals", tables, ledger, epsilon, rng)
     return [consistent_table(t, total) for t, _ in released]
 
 
@@ -293,19 +293,20 @@ def _gaussian_tables(
     name: str,
     tables: list[np.ndarray],
     ledger: PrivacyLedger,
-    fraction: float,
+    epsilon: float,
     rng: np.random.Generator,
 ) -> list[tuple[np.ndarray, float]]:
     """(noisy table, noise std) per table. Every row adds one count to one cell of each table,
     so the stacked tables move by sqrt(len(tables)) in L2; one noise draw covers them all."""
+    assert tables, "a release of no table would charge for nothing"
     if not ledger.private:
         ledger.warn(f"{name} used exactly, without noise (privacy=none)")
         return [(t, 0.0) for t in tables]
-    sigma = ledger.calibrate(1.0, 1, fraction * ledger.gaussian_budget(), alone=True)
+    sigma = ledger.calibrate(1.0, 1, epsilon, alone=True)
     sensitivity = math.sqrt(len(tables))
-    details = {"sensitivity": sensitivity, "epsilon_fraction": fraction, "tables": len(tables)}
+    details = {"sensitivity": sensitivity, "tables": len(tables)}
     ledger.record(Release(name, "gaussian", sigma, 1.0, 1, details))
-    flat = np.concatenate([t.ravel() for t in tables]) if tables else np.zeros(0)
+    flat = np.concatenate([t.ravel() for t in tables])
     noisy = flat + rng.normal(0.0, sigma * sensitivity, size=flat.shape)
     splits = np.cumsum([t.size for t in tables])[:-1]
     return [

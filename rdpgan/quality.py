@@ -57,7 +57,7 @@ class Quality:
     columns_floor: dict[str, float]
 
 
-def measure(
+def score_quality(
     train: pd.DataFrame,
     held_out: pd.DataFrame,
     synthetic: pd.DataFrame,
@@ -88,7 +88,8 @@ def code_labels(column: Column, n_bins: int) -> list[str]:
     if bins.on_grid:
         values = [f"{v:g}" for v in bins.values(codes)]
     else:
-        values = [f"{v:.3g}" for v in bins.values(codes, np.full(bins.n_values, -1.0))]
+        edges = column.from_unit(2.0 * codes / n_bins - 1.0)  # each bin's lower edge
+        values = [f"{v:.3g}" for v in edges]
     return values + [f"={m:g}" for m in column.point_masses] + ["missing"] * column.missing
 
 
@@ -284,7 +285,7 @@ def write_quality(
 ) -> Quality:
     """Write ``quality.md`` and its figures into ``out_dir`` (tables conformed to ``schema``)."""
     out_dir = Path(out_dir)
-    quality = measure(train, held_out, synthetic, schema, target, n_bins)
+    quality = score_quality(train, held_out, synthetic, schema, target, n_bins)
     draw_columns(
         out_dir / COLUMNS_FIGURE, train, synthetic, schema, quality.columns_synthetic, n_bins
     )

@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import math
 import pickle
-import signal
-import threading
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -29,9 +26,9 @@ import numpy as np
 import pandas as pd
 import torch
 from torch.nn import functional as F
-from tqdm.auto import tqdm
 
 from rdpgan import checkpoint, measure, postprocess
+from rdpgan.checkpoint import Checkpointer
 from rdpgan.config import (
     ColumnSpec,
     ModelConfig,
@@ -54,14 +51,14 @@ from rdpgan.privacy.ledger import (
 )
 from rdpgan.privacy.private_schema import SchemaRelease
 from rdpgan.privacy.randomness import FIT_STREAM, SecretRandomness, exact_sample_rate
-from rdpgan.training import CGANTrainer, adam_optimizers
+from rdpgan.training import CGANTrainer, adam_optimizers, run_steps
 from rdpgan.transform import TableTransformer
 
 # 2: G normalises rows with LayerNorm (format 1's BatchNorm coupled the rows of a batch).
 # 3: numeric columns as codes (bins, point masses, missing) plus a within-bin position, and
 #    released marginals instead of class profiles.
 MODEL_FORMAT = 3
-# What a training checkpoint must hold (see _Checkpointer.save).
+# What a training checkpoint must hold (see rdpgan.checkpoint.Checkpointer.save).
 CHECKPOINT_META = ("model", "history", "finished", "step")
 CHECKPOINT_TENSORS = (
     "generator",
@@ -74,6 +71,9 @@ CHECKPOINT_TENSORS = (
 # enough to be reused from cache instead of freshly mapped pages; 16k rows is ~1.7× faster per
 # row than 100k on a CPU (scripts/bench_sampling.py).
 SAMPLE_CHUNK = 16_384
+# Output rows raked at a time: each block matches the released marginals on its own, and a
+# pool of sample_pool times as many rows is held in memory at once.
+RAKE_CHUNK = 131_072
 
 
 def resolve_device(device: str) -> torch.device:
@@ -119,6 +119,12 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
     ):
         if model.marginal_weight > 0 and not 0.0 < fraction < 1.0:
             raise UserInputError(f"{name} must be in (0, 1), got {fraction}")
+    marginals_share = privacy.marginals_fraction + privacy.selection_fraction
+    if model.marginal_weight > 0 and marginals_share >= 1.0:
+        raise UserInputError(
+            "privacy.marginals_fraction + privacy.selection_fraction must be below 1 (DP-SGD "
+            f"needs the rest), got {marginals_share:g}"
+        )
     for name, count in (
         ("model.numeric_bins", model.numeric_bins),
         ("model.sample_pool", model.sample_pool),
@@ -192,6 +198,8 @@ class DPCGAN:
         release = _as_release(schema)
         self.ledger = self._open_ledger(release)
         self._ledger_to_disk(checkpoint_dir)  # a paid schema is recorded before anything can fail
+        # Each later release reaches the file as soon as it is recorded, before its noise.
+        self.ledger.on_record = lambda: self._ledger_to_disk(checkpoint_dir)
         features, labels = self._encoded_rows(df, target, release.schema)
         self.positive_label = positive_label
         torch.manual_seed(self.seed)  # public randomness only: initialisation, G's own draws
@@ -202,7 +210,6 @@ class DPCGAN:
         released = measure.label_counts(
             labels, n_classes, self.ledger, self.privacy.label_noise_multiplier, noise
         )
-        self._ledger_to_disk(checkpoint_dir)
         # Everything below that needs "how many rows" uses the released total, not len(df).
         self.released_rows = max(1, round(float(released.sum())))
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
@@ -218,7 +225,6 @@ class DPCGAN:
                 self.privacy.selection_fraction,
                 noise,
             )
-            self._ledger_to_disk(checkpoint_dir)
         return self._train(features, labels, checkpoint_dir, secret)
 
     def _secret(self, first_step: int) -> SecretRandomness:
@@ -364,8 +370,10 @@ class DPCGAN:
         )
         saver = None
         if checkpoint_dir is not None:
-            saver = _Checkpointer(self, trainer, discriminator, d_opt, Path(checkpoint_dir))
-        history = self._train_loop(trainer, first_step, first_step + d_steps - 1, saver, history)
+            saver = Checkpointer(self, trainer, discriminator, d_opt, Path(checkpoint_dir))
+        assert self.ledger is not None
+        last = first_step + d_steps - 1
+        history = run_steps(trainer, self.ledger, cfg, first_step, last, saver, history)
         self.metrics = {
             "epochs": history,
             "discriminator_steps": first_step + d_steps - 1,
@@ -435,68 +443,6 @@ class DPCGAN:
             expected_batch_size=expected_batch,
         )
 
-    def _train_loop(
-        self,
-        trainer: CGANTrainer,
-        first: int,
-        last: int,
-        saver: _Checkpointer | None,
-        earlier: list[dict[str, Any]],
-    ) -> list[dict[str, Any]]:
-        """Alternate ``n_critic`` private D steps with one G step, steps ``first``..``last``.
-
-        Returns the per-epoch records, ``earlier`` ones (of the steps before a resume) first;
-        checkpoints hold them all, so a chain of resumes loses none. A record holds only
-        quantities that are private by post-processing (losses on generated rows, epsilon so
-        far), so ``metrics.json`` can be shared. Ctrl-C stops after the current step with a
-        checkpoint (when checkpointing) and raises
-        :class:`TrainingInterrupted`.
-        """
-        assert self.ledger is not None
-        n_critic = self.train_config.n_critic
-        steps_per_epoch = max(1, round(1.0 / trainer.sample_rate))
-        history = list(earlier)
-        g_losses: list[tuple[float, float]] = []
-        bar = tqdm(
-            total=last, initial=first - 1, disable=not self.train_config.progress, unit="step"
-        )
-        with _stop_on_sigint() as stop:
-            for step in range(first, last + 1):
-                if saver is not None:
-                    saver.before(step, last)
-                trainer.discriminator_step()
-                if step % n_critic == 0:
-                    g_losses.append(trainer.generator_step())
-                bar.update(1)
-                if step % steps_per_epoch == 0 or step == last:
-                    g_loss, d_loss = (
-                        np.mean(g_losses, axis=0).tolist() if g_losses else (None, None)
-                    )
-                    record = {
-                        "epoch": math.ceil(step / steps_per_epoch),
-                        "step": step,
-                        "g_loss": g_loss,
-                        "d_loss_on_fakes": d_loss,
-                        "epsilon": self.ledger.epsilon() if self.ledger.private else None,
-                    }
-                    history.append(record)
-                    bar.set_postfix(
-                        {
-                            k: "n/a" if record[k] is None else f"{record[k]:.3f}"
-                            for k in ("epsilon", "g_loss", "d_loss_on_fakes")
-                        }
-                    )
-                    g_losses = []
-                if saver is not None:
-                    saver.after(step, last, history)
-                if stop.requested and step < last:
-                    if saver is not None:
-                        saver.save(step, history)
-                    bar.close()
-                    raise TrainingInterrupted(step, last)
-        bar.close()
-        return history
-
     # --------------------------------------------------------------- sample
     def sample(
         self, n: int | None = None, label: Any = None, seed: int | None = None
@@ -529,18 +475,24 @@ class DPCGAN:
         # does not disturb the caller's random state, and calls may run in parallel threads.
         rng = torch.Generator(self.device).manual_seed(self.seed if seed is None else seed)
         pool = self.model_config.sample_pool if self.marginals is not None else 1
-        # ``pool`` generated rows per row kept; raking picks the rows to keep.
-        candidates = torch.multinomial(probs.to(self.device), n * pool, True, generator=rng)
-        values, blocks = self._generate(candidates, rng)
-        labels = candidates.cpu().numpy()
-        if pool > 1:
-            assert self.marginals is not None
-            numpy_rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=rng)))
-            only = None if label is None else int(labels[0])
-            keep = postprocess.rake_rows(
-                blocks, labels, self.marginals, self.label_probs, n, numpy_rng, only
-            )
-            values, blocks, labels = values[keep], blocks[keep], labels[keep]
+        numpy_rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=rng)))
+        only = None if label is None else int(code)
+        parts = []
+        # In blocks of output rows, so that memory does not grow with n times the pool.
+        for start in range(0, n, RAKE_CHUNK):
+            size = min(RAKE_CHUNK, n - start)
+            # ``pool`` generated rows per row kept; raking picks the rows to keep.
+            candidates = torch.multinomial(probs.to(self.device), size * pool, True, generator=rng)
+            values, blocks = self._generate(candidates, rng)
+            labels = candidates.cpu().numpy()
+            if pool > 1:
+                assert self.marginals is not None
+                keep = postprocess.rake_rows(
+                    blocks, labels, self.marginals, self.label_probs, size, numpy_rng, only
+                )
+                values, blocks, labels = values[keep], blocks[keep], labels[keep]
+            parts.append((values, blocks, labels))
+        values, blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))
         return self.transformer.decode_parts(values, blocks, labels)
 
     def _generate(
@@ -658,94 +610,3 @@ def _steps_for(epochs: float, sample_rate: float) -> int:
     """Steps in ``epochs`` passes at ``sample_rate``, rounded first: the exact rate sits a hair
     below the nominal one (1/q of 0.1 must be 10 steps, not 11)."""
     return math.ceil(round(epochs / sample_rate, 6))
-
-
-class TrainingInterrupted(RuntimeError):
-    """Ctrl-C stopped training cleanly after a step; the checkpoint allows a resume."""
-
-    def __init__(self, step: int, last: int):
-        super().__init__(f"training interrupted after step {step} of {last}")
-        self.step, self.last = step, last
-
-
-class _StopFlag:
-    requested = False
-
-
-@contextmanager
-def _stop_on_sigint() -> Iterator[_StopFlag]:
-    """First Ctrl-C: finish the current step, then stop; a second one stops at once."""
-    flag = _StopFlag()
-    if threading.current_thread() is not threading.main_thread():
-        yield flag
-        return
-    previous = signal.getsignal(signal.SIGINT)
-
-    def request_stop(signum: int, frame: Any) -> None:
-        if flag.requested:
-            raise KeyboardInterrupt
-        flag.requested = True
-
-    signal.signal(signal.SIGINT, request_stop)
-    try:
-        yield flag
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-class _Checkpointer:
-    """Saves the training state every ``train.checkpoint_every`` steps and at the end.
-
-    Privacy is charged ahead, never behind: before a block of steps starts, ``privacy.json`` is
-    rewritten as if the whole block were already spent. A run killed mid-block therefore
-    resumes with those steps charged (the ledger never forgets privacy it may have used), and
-    a resumed run ends with exactly the ledger of an uninterrupted one.
-    """
-
-    def __init__(
-        self,
-        model: DPCGAN,
-        trainer: CGANTrainer,
-        discriminator: Discriminator,
-        d_opt: torch.optim.Optimizer,
-        directory: Path,
-    ):
-        self.model, self.trainer = model, trainer
-        self.discriminator, self.d_opt = discriminator, d_opt
-        self.directory = directory
-        self.every = model.train_config.checkpoint_every
-        self.prepaid_until = 0
-
-    def _write_ledger(self, prepaid_steps: int = 0) -> None:
-        assert self.model.ledger is not None
-        record = self.model.ledger.to_dict(prepaid_steps if self.model.ledger.private else 0)
-        write_json(self.directory / LEDGER_FILE, record)
-
-    def before(self, step: int, last: int) -> None:
-        if step > self.prepaid_until:
-            self.prepaid_until = last if self.every <= 0 else min(last, step - 1 + self.every)
-            self._write_ledger(prepaid_steps=self.prepaid_until - step + 1)
-
-    def after(self, step: int, last: int, history: list[dict[str, Any]]) -> None:
-        if step == last or (self.every > 0 and step % self.every == 0):
-            self.save(step, history, finished=step == last)
-
-    def save(self, step: int, history: list[dict[str, Any]], finished: bool = False) -> None:
-        assert self.model.ledger is not None and self.model.generator is not None
-        tensors = {
-            "generator": self.model.generator.state_dict(),
-            "discriminator": self.discriminator.state_dict(),
-            "generator_optimizer": self.trainer.generator_optimizer.state_dict(),
-            "discriminator_optimizer": self.d_opt.state_dict(),
-            "rng": torch.get_rng_state(),
-        }
-        meta = {
-            "model": self.model.describe(),
-            "ledger": self.model.ledger.to_dict(),
-            "history": history,
-            "finished": finished,
-        }
-        checkpoint.save(self.directory, step, tensors, meta)
-        # The ledger is exact again: only the steps actually taken are charged.
-        self.prepaid_until = step
-        self._write_ledger()

@@ -42,7 +42,8 @@ from rdpgan.runs import (
     record_schema,
     release_run_tables,
 )
-from rdpgan.synthesizer import DPCGAN, TrainingInterrupted
+from rdpgan.synthesizer import DPCGAN
+from rdpgan.training import TrainingInterrupted
 
 register_configs()
 

@@ -1,4 +1,5 @@
-"""The CGAN's two updates, one discriminator step and one generator step, as a small object.
+"""The CGAN's two updates, one discriminator step and one generator step, as a small object,
+and :func:`run_steps`, the loop that alternates them (with checkpoints and a clean Ctrl-C).
 
 Kept apart from :mod:`rdpgan.synthesizer` (which decides the budget and the number of steps) so
 the exact code that trains can also be timed by ``scripts/bench_speed.py`` and checkpointed.
@@ -14,18 +15,28 @@ uses) depends on the size of the batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
+from tqdm.auto import tqdm
 
 from rdpgan.config import TrainConfig
 from rdpgan.measure import Marginals
 from rdpgan.models import Generator
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
+from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.randomness import SecretRandomness
+
+if TYPE_CHECKING:
+    from rdpgan.checkpoint import Checkpointer
 
 # Rows per class for the marginal loss: code distributions (not samples), so few are enough.
 MARGINAL_ROWS = 128
@@ -203,3 +214,95 @@ def _padded(marginals: Sequence[np.ndarray], device: torch.device) -> torch.Tens
     for column, table in enumerate(marginals):
         padded[:, column, : table.shape[1]] = table
     return torch.as_tensor(padded, dtype=torch.float32, device=device)
+
+
+def run_steps(
+    trainer: CGANTrainer,
+    ledger: PrivacyLedger,
+    config: TrainConfig,
+    first: int,
+    last: int,
+    saver: Checkpointer | None,
+    earlier: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Alternate ``n_critic`` private D steps with one G step, steps ``first``..``last``.
+
+    Returns the per-epoch records, ``earlier`` ones (of the steps before a resume) first;
+    checkpoints hold them all, so a chain of resumes loses none. A record holds only
+    quantities that are private by post-processing (losses on generated rows, epsilon so
+    far), so ``metrics.json`` can be shared. Ctrl-C stops after the current step with a
+    checkpoint (when checkpointing) and raises
+    :class:`TrainingInterrupted`.
+    """
+    n_critic = config.n_critic
+    steps_per_epoch = max(1, round(1.0 / trainer.sample_rate))
+    history = list(earlier)
+    g_losses: list[tuple[float, float]] = []
+    bar = tqdm(total=last, initial=first - 1, disable=not config.progress, unit="step")
+    with stop_on_sigint() as stop:
+        for step in range(first, last + 1):
+            if saver is not None:
+                saver.before(step, last)
+            trainer.discriminator_step()
+            if step % n_critic == 0:
+                g_losses.append(trainer.generator_step())
+            bar.update(1)
+            if step % steps_per_epoch == 0 or step == last:
+                g_loss, d_loss = np.mean(g_losses, axis=0).tolist() if g_losses else (None, None)
+                record = {
+                    "epoch": math.ceil(step / steps_per_epoch),
+                    "step": step,
+                    "g_loss": g_loss,
+                    "d_loss_on_fakes": d_loss,
+                    "epsilon": ledger.epsilon() if ledger.private else None,
+                }
+                history.append(record)
+                bar.set_postfix(
+                    {
+                        k: "n/a" if record[k] is None else f"{record[k]:.3f}"
+                        for k in ("epsilon", "g_loss", "d_loss_on_fakes")
+                    }
+                )
+                g_losses = []
+            if saver is not None:
+                saver.after(step, last, history)
+            if stop.requested and step < last:
+                if saver is not None:
+                    saver.save(step, history)
+                bar.close()
+                raise TrainingInterrupted(step, last)
+    bar.close()
+    return history
+
+
+class TrainingInterrupted(RuntimeError):
+    """Ctrl-C stopped training cleanly after a step; the checkpoint allows a resume."""
+
+    def __init__(self, step: int, last: int):
+        super().__init__(f"training interrupted after step {step} of {last}")
+        self.step, self.last = step, last
+
+
+class _StopFlag:
+    requested = False
+
+
+@contextmanager
+def stop_on_sigint() -> Iterator[_StopFlag]:
+    """First Ctrl-C: finish the current step, then stop; a second one stops at once."""
+    flag = _StopFlag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def request_stop(signum: int, frame: Any) -> None:
+        if flag.requested:
+            raise KeyboardInterrupt
+        flag.requested = True
+
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -47,7 +47,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rdpgan.cli import compose_run_config, existing_files, remove_new_files
-from rdpgan.data.datasets import load_split
+from rdpgan.data.datasets import Table, load_split
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.evaluate import score_table
@@ -210,27 +210,38 @@ def run_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> N
     train_seconds = time.perf_counter() - started
     table, train, test = load_split(run_cfg.dataset, run_cfg.data.root)
     synthetic = table.schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
+    epsilon_spent = model.ledger.to_dict()["epsilon_spent"]
+    row = scored_row(cfg, table, train, test, synthetic, real, epsilon_spent, train_seconds)
+    append_row(csv, {**keys, **row})
+    print(f"done: {keys} mean AUROC {row['mean']:.4f} (real {real['mean']:.4f})", flush=True)
+
+
+def scored_row(
+    cfg: BenchmarkConfig,
+    table: Table,
+    train: pd.DataFrame,
+    test: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    real: dict,
+    epsilon_spent: float | None,
+    train_seconds: float,
+) -> dict:
+    """The columns every method's row has: utility, fidelity, timings, provenance."""
     scores = score_table(synthetic, test, table.schema, table.target, table.positive_label, 0)
-    ledger = model.ledger.to_dict()
-    append_row(
-        csv,
-        {
-            **keys,
-            "epsilon_spent": ledger["epsilon_spent"],
-            "delta": cfg.delta,
-            "mean": scores.mean,
-            **{f"auroc_{k}": v for k, v in scores.auroc.items()},
-            "real_mean": real["mean"],
-            "share_of_real": scores.mean / real["mean"],
-            "synthetic_positives": int((synthetic[table.target] == table.positive_label).sum()),
-            **fidelity_columns(train, synthetic, table.schema, table.target),
-            "train_seconds": round(train_seconds, 1),
-            "eval_seconds": round(scores.seconds, 1),
-            "command": command_line(cfg),
-            **provenance(),
-        },
-    )
-    print(f"done: {keys} mean AUROC {scores.mean:.4f} (real {real['mean']:.4f})", flush=True)
+    return {
+        "epsilon_spent": epsilon_spent,
+        "delta": cfg.delta,
+        "mean": scores.mean,
+        **{f"auroc_{k}": v for k, v in scores.auroc.items()},
+        "real_mean": real["mean"],
+        "share_of_real": scores.mean / real["mean"],
+        "synthetic_positives": int((synthetic[table.target] == table.positive_label).sum()),
+        **fidelity_columns(train, synthetic, table.schema, table.target),
+        "train_seconds": round(train_seconds, 1),
+        "eval_seconds": round(scores.seconds, 1),
+        "command": command_line(cfg),
+        **provenance(),
+    }
 
 
 def run_peer_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> None:
@@ -265,29 +276,11 @@ def run_peer_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path)
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(run_dir / "synthetic.csv", lambda tmp: synthetic.to_csv(tmp, index=False))
     synthetic = table.schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
-    scores = score_table(synthetic, test, table.schema, table.target, table.positive_label, 0)
-    append_row(
-        csv,
-        {
-            **keys,
-            # By the mechanism's own zCDP accounting (ρ from (ε, δ)), not an rdpgan ledger.
-            "epsilon_spent": epsilon,
-            "delta": cfg.delta,
-            "mean": scores.mean,
-            **{f"auroc_{k}": v for k, v in scores.auroc.items()},
-            "real_mean": real["mean"],
-            "share_of_real": scores.mean / real["mean"],
-            "synthetic_positives": int((synthetic[table.target] == table.positive_label).sum()),
-            **fidelity_columns(train, synthetic, table.schema, table.target),
-            "train_seconds": round(train_seconds, 1),
-            "eval_seconds": round(scores.seconds, 1),
-            "rounds": cfg.aim_rounds if cfg.method == "aim" else None,
-            "rounds_run": peer.rounds_run,
-            "command": command_line(cfg),
-            **provenance(),
-        },
-    )
-    print(f"done: {keys} mean AUROC {scores.mean:.4f} (real {real['mean']:.4f})", flush=True)
+    # epsilon_spent: by the mechanism's own zCDP accounting (ρ from (ε, δ)), not a ledger.
+    row = scored_row(cfg, table, train, test, synthetic, real, epsilon, train_seconds)
+    rounds = {"rounds": cfg.aim_rounds if cfg.method == "aim" else None}
+    append_row(csv, {**keys, **row, **rounds, "rounds_run": peer.rounds_run})
+    print(f"done: {keys} mean AUROC {row['mean']:.4f} (real {real['mean']:.4f})", flush=True)
 
 
 @hydra.main(config_path="../configs/benchmark", config_name="config", version_base="1.3")

@@ -197,23 +197,29 @@ def provenance_line(runs: pd.DataFrame) -> str:
     return "Runs by commit: " + "; ".join(made) + "."
 
 
+def plot_methods(ax: plt.Axes, runs: pd.DataFrame, score: str) -> None:
+    """``score`` vs ε for each private method (mean ± std over repeats), the non-private cgan
+    as a line."""
+    for method, marker in (("dp_cgan", "s"), ("rdp_cgan", "o"), ("aim", "^"), ("mst", "v")):
+        stats = runs[runs["method"] == method].groupby("epsilon")[score].agg(["mean", "std"])
+        if not stats.empty:
+            ax.errorbar(
+                stats.index,
+                stats["mean"],
+                yerr=stats["std"].fillna(0),
+                marker=marker,
+                capsize=3,
+                label=method,
+            )
+    cgan = runs[runs["method"] == "cgan"][score]
+    if not cgan.empty:
+        ax.axhline(cgan.mean(), color="grey", linestyle="-.", label="cgan (non-private)")
+
+
 def figure(results: Path, data: dict[str, tuple[pd.DataFrame, pd.DataFrame]]) -> None:
     fig, axes = plt.subplots(1, len(data), figsize=(5 * len(data), 4), squeeze=False)
     for ax, (dataset, (runs, real)) in zip(axes[0], data.items(), strict=True):
-        for method, marker in (("dp_cgan", "s"), ("rdp_cgan", "o"), ("aim", "^"), ("mst", "v")):
-            stats = runs[runs["method"] == method].groupby("epsilon")["mean"].agg(["mean", "std"])
-            if not stats.empty:
-                ax.errorbar(
-                    stats.index,
-                    stats["mean"],
-                    yerr=stats["std"].fillna(0),
-                    marker=marker,
-                    capsize=3,
-                    label=method,
-                )
-        cgan = runs[runs["method"] == "cgan"]["mean"]
-        if not cgan.empty:
-            ax.axhline(cgan.mean(), color="grey", linestyle="-.", label="cgan (non-private)")
+        plot_methods(ax, runs, "mean")
         if not real.empty:
             ax.axhline(real["mean"].mean(), color="black", linestyle="--", label="real data")
         ax.set_title(dataset)
@@ -238,22 +244,7 @@ def fidelity_figure(results: Path, data: dict[str, tuple[pd.DataFrame, pd.DataFr
             ax = axes[row][col]
             if score not in runs.columns:
                 continue
-            for method, marker in (("dp_cgan", "s"), ("rdp_cgan", "o"), ("aim", "^"), ("mst", "v")):
-                stats = (
-                    runs[runs["method"] == method].groupby("epsilon")[score].agg(["mean", "std"])
-                )
-                if not stats.empty:
-                    ax.errorbar(
-                        stats.index,
-                        stats["mean"],
-                        yerr=stats["std"].fillna(0),
-                        marker=marker,
-                        capsize=3,
-                        label=method,
-                    )
-            cgan = runs[runs["method"] == "cgan"][score]
-            if not cgan.empty:
-                ax.axhline(cgan.mean(), color="grey", linestyle="-.", label="cgan (non-private)")
+            plot_methods(ax, runs, score)
             if score in real.columns:
                 ax.axhline(real[score].mean(), color="black", linestyle="--", label="held-out real")
             ax.set_title(f"{dataset}: {FIDELITY[score]}")

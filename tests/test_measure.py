@@ -14,14 +14,12 @@ from rdpgan.transform import TableTransformer
 
 def test_a_small_epsilon_keeps_only_the_pairs_whose_tables_are_not_mostly_noise():
     sizes = [2, 7, 16, 16]  # cells per pair: 14, 32, 32, 112, 112, 256
-    big = measure.pair_candidates(sizes, 20_000, PrivacyLedger(8.0, 1e-5, "rdp"), 0.25, 0.4)
-    small = measure.pair_candidates(sizes, 2_000, PrivacyLedger(1.0, 1e-5, "rdp"), 0.25, 0.05)
+    big = measure.pair_candidates(sizes, 20_000, PrivacyLedger(8.0, 1e-5, "rdp"), 1.9)
+    small = measure.pair_candidates(sizes, 2_000, PrivacyLedger(1.0, 1e-5, "rdp"), 0.2375)
     assert len(big) == 6
     assert small == [(0, 1)]  # 14 cells; not 32, 112 or 256
-    assert measure.pair_candidates(sizes, 20_000, PrivacyLedger(8.0, 1e-5, "none"), 0.25, 0) == (
-        big
-    )
-    tiny = measure.pair_candidates(sizes, 50, PrivacyLedger(1.0, 1e-5, "rdp"), 0.25, 0.05)
+    assert measure.pair_candidates(sizes, 20_000, PrivacyLedger(8.0, 1e-5, "none"), 0) == big
+    tiny = measure.pair_candidates(sizes, 50, PrivacyLedger(1.0, 1e-5, "rdp"), 0.2375)
     assert tiny == []
 
 

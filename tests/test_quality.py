@@ -24,7 +24,7 @@ from rdpgan.quality import (
     TOP_LEVELS,
     code_labels,
     markdown,
-    measure,
+    score_quality,
     write_quality,
 )
 
@@ -110,7 +110,7 @@ def test_the_figures_are_readable_pngs_and_nothing_half_written_is_left(written)
 
 def test_without_more_synthetic_rows_than_held_out_there_is_no_size_matched_row(tables):
     train, held_out, synthetic = tables
-    quality = measure(train, held_out, synthetic.iloc[:100], SCHEMA, "y")
+    quality = score_quality(train, held_out, synthetic.iloc[:100], SCHEMA, "y")
     assert quality.synthetic_matched is None
     text = markdown(quality, SCHEMA, {"train": 600, "held_out": 150, "synthetic": 100})
     assert "as many as held-out" not in text and "| synthetic | 100 |" in text

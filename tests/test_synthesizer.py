@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -9,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rdpgan import DPCGAN
+from rdpgan import DPCGAN, measure
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
@@ -148,6 +149,10 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"train": TrainConfig(generator_lr=0.0)}, "generator_lr"),
         ({"privacy": PrivacyConfig(marginals_fraction=1.0)}, "marginals_fraction"),
         ({"model": ModelConfig(numeric_bins=0)}, "numeric_bins"),
+        (
+            {"privacy": PrivacyConfig(marginals_fraction=0.6, selection_fraction=0.4)},
+            "below 1",
+        ),
         ({"model": ModelConfig(sample_pool=0)}, "sample_pool"),
         ({"privacy": PrivacyConfig(accountant="magic")}, "unknown accountant"),
         ({"privacy": PrivacyConfig(noise_multiplier=0.0)}, "noise_multiplier"),
@@ -159,6 +164,21 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
 def test_settings_that_numpy_or_torch_would_reject_are_refused_up_front(settings, message):
     with pytest.raises(UserInputError, match=message):
         DPCGAN(**settings)
+
+
+def test_a_release_is_on_disk_before_anything_after_its_noise_can_fail(tmp_path, monkeypatch):
+    """The marginals' noise is drawn, then post-processing fails: privacy.json must still
+    charge for them (the file is written when a release is recorded, before its noise)."""
+
+    def fail(*args):
+        raise RuntimeError("after the noise")
+
+    monkeypatch.setattr(measure, "conditional_distributions", fail)
+    model = DPCGAN(epsilon=2.0, device="cpu", **SMALL)
+    with pytest.raises(RuntimeError, match="after the noise"):
+        model.fit(toy_table(), "y", SCHEMA, checkpoint_dir=tmp_path)
+    names = [m["name"] for m in json.loads((tmp_path / "privacy.json").read_text())["mechanisms"]]
+    assert names == ["label_counts", "marginals"]
 
 
 def test_resume_refuses_a_bad_noise_seed_in_one_line(tmp_path):

@@ -20,12 +20,15 @@ A categorical column's codes are its levels (and "missing"), as
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from rdpgan.data.schema import Categorical, Column, Continuous, Schema
+
+# How close to a bin's edge a decoded position may come, as a share of the bin's width.
+EDGE_MARGIN = 1e-6
 
 
 @dataclass(frozen=True)
@@ -90,13 +93,28 @@ class Bins:
         if self.on_grid:
             values = (self._grid[0] + value_codes).astype(float)
         else:
-            within = np.zeros(len(codes)) if offsets is None else np.asarray(offsets, float)
-            position = value_codes + (np.clip(within, -1.0, 1.0) + 1.0) / 2.0
-            values = self.column.from_unit(2.0 * position / self.n_bins - 1.0)
+            values = self._within_bins(value_codes, offsets)
         specials = [*self.column.point_masses, *([np.nan] * int(self.column.missing))]
         for i, special in enumerate(specials):
             values = np.where(codes == self.n_values + i, special, values)
         return values
+
+    def _within_bins(self, value_codes: np.ndarray, offsets: np.ndarray | None) -> np.ndarray:
+        """A value inside each code's own bin, so that it encodes back to that code: what
+        raking matched is then what the decoded table shows. An offset of exactly ±1 (tanh
+        saturates) would sit on an edge, and rounding an integer can cross one."""
+        within = np.zeros(len(value_codes)) if offsets is None else np.asarray(offsets, float)
+        fraction = np.clip((within + 1.0) / 2.0, EDGE_MARGIN, 1.0 - EDGE_MARGIN)
+        unit = 2.0 * (value_codes + fraction) / self.n_bins - 1.0
+        if not self.column.integer:
+            return self.column.from_unit(unit)
+        exact = replace(self.column, integer=False).from_unit(unit)
+        values = np.round(exact)
+        for candidate in (np.floor(exact), np.ceil(exact)):
+            outside = self.codes(values)[0] != value_codes
+            values = np.where(outside, candidate, values)
+        # A bin narrower than one unit may hold no integer: the nearest one it is.
+        return np.where(self.codes(values)[0] == value_codes, values, np.round(exact))
 
 
 def column_size(column: Column, n_bins: int) -> int:

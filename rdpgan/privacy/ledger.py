@@ -14,7 +14,7 @@ is. ``privacy.json`` holds enough to recompute the epsilon from scratch (see
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -100,6 +100,9 @@ class PrivacyLedger:
         # "os-entropy", or "seeded" when privacy.noise_seed makes the noise reproducible.
         self.noise_source = "os-entropy"
         self._step_limits: dict[str, int] = {}
+        # Called after each recorded release, before its noise is drawn: a run writes its
+        # ledger file there, so a failure between two releases never hides the first.
+        self.on_record: Callable[[], None] | None = None
         if not self.private:
             self.warn("NOT PRIVATE: the discriminator is trained without DP (privacy=none)")
         elif not accountants.is_upper_bound(accountant):
@@ -178,6 +181,8 @@ class PrivacyLedger:
                 f"the {release.name} release would take epsilon past {self.epsilon_target:g}: "
                 "raise epsilon or lower what it spends"
             )
+        if self.on_record is not None:
+            self.on_record()
         return release
 
     def open_dp_sgd(

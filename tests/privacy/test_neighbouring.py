@@ -52,6 +52,9 @@ SPECS = [
         "missing": True,
     },
     {"name": "c", "kind": "categorical", "levels": ["a", "b", "c"], "missing": True},
+    # Integers: a code per value (at most 100 of them, one a point mass), and bins (more).
+    {"name": "k", "kind": "continuous", "lo": 0, "hi": 60, "integer": True, "point_masses": [7]},
+    {"name": "w", "kind": "continuous", "lo": 0, "hi": 5000, "integer": True},
     {"name": "y", "kind": "categorical", "levels": [0, 1]},
 ]
 SCHEMA = Schema.from_specs(SPECS)
@@ -65,6 +68,8 @@ def random_rows(rng: np.random.Generator, n: int) -> pd.DataFrame:
             "x": rng.choice([rng.normal(0, 3), -1e300, 1e300, 5.0], size=n),
             "n": rng.choice([0.0, np.nan, 3.0, 1e12, float(rng.integers(0, 10**6))], size=n),
             "c": rng.choice(["a", "b", "c", None], size=n),
+            "k": rng.choice([7, -3, 99, 60, int(rng.integers(0, 61))], size=n),
+            "w": rng.choice([0, 5000, 10**7, int(rng.integers(0, 5001))], size=n),
             "y": rng.integers(0, 2, size=n),
         }
     )
@@ -301,16 +306,23 @@ def test_the_label_histogram_moves_by_at_most_its_declared_sensitivity():
         assert np.linalg.norm(releases[1] - releases[0]) <= sensitivity + SLACK
 
 
+def spy_on_releases(monkeypatch) -> list[tuple[str, np.ndarray]]:
+    """Record what every table release adds its noise to (here: none), by name, stacked:
+    the argument of ``measure._gaussian_tables`` itself, whatever query made it."""
+    released: list[tuple[str, np.ndarray]] = []
+    release = measure._gaussian_tables
+
+    def spy(name, tables, *args):
+        released.append((name, np.concatenate([t.ravel() for t in tables])))
+        return release(name, tables, *args)
+
+    monkeypatch.setattr(measure, "_gaussian_tables", spy)
+    return released
+
+
 def test_the_marginals_move_by_at_most_their_declared_sensitivity(monkeypatch):
     """The stacked [class, code] tables of every feature: one row moves one cell of each."""
-    released = []  # what measure.marginals adds its noise to (here: none)
-    counts = measure.marginal_counts
-
-    def spy(*args):
-        released.append(np.concatenate([t.ravel() for t in counts(*args)]))
-        return counts(*args)
-
-    monkeypatch.setattr(measure, "marginal_counts", spy)
+    released = spy_on_releases(monkeypatch)
     worst, declared = 0.0, set()
     for seed in range(200):
         released.clear()
@@ -320,7 +332,7 @@ def test_the_marginals_move_by_at_most_their_declared_sensitivity(monkeypatch):
             codes = TRANSFORMER.split(features)[1]
             measure.marginals(codes, labels, TRANSFORMER.code_sizes, 2, ledger, 0.5, noise)
             declared.add(assert_noise_matches_the_ledger(noise, ledger))
-        worst = max(worst, float(np.linalg.norm(released[1] - released[0])))
+        worst = max(worst, float(np.linalg.norm(released[1][1] - released[0][1])))
     (sensitivity,) = declared
     assert sensitivity == pytest.approx(math.sqrt(len(TRANSFORMER.code_sizes)))
     assert worst <= sensitivity + SLACK
@@ -382,14 +394,7 @@ def test_the_pair_selection_charges_what_its_exponential_mechanisms_use(monkeypa
 
 
 def test_the_pair_marginals_move_by_at_most_their_declared_sensitivity(monkeypatch):
-    released = []
-    counts = measure.pair_counts
-
-    def spy(*args):
-        released.append(np.concatenate([t.ravel() for t in counts(*args)]))
-        return counts(*args)
-
-    monkeypatch.setattr(measure, "pair_counts", spy)
+    released = spy_on_releases(monkeypatch)
     worst, declared = 0.0, set()
     for seed in range(200):
         released.clear()
@@ -399,10 +404,62 @@ def test_the_pair_marginals_move_by_at_most_their_declared_sensitivity(monkeypat
                 coarse_codes(table), PAIRS, COARSE_SIZES, 50.0, ledger, 0.3, noise
             )
             declared.add(assert_noise_matches_the_ledger(noise, ledger))
-        worst = max(worst, float(np.linalg.norm(released[1] - released[0])))
+        worst = max(worst, float(np.linalg.norm(released[1][1] - released[0][1])))
     (sensitivity,) = declared
     assert sensitivity == pytest.approx(math.sqrt(len(PAIRS)))
     assert worst == pytest.approx(sensitivity)  # every added row reaches the bound
+
+
+def test_release_marginals_selects_pairs_from_released_inputs_only(monkeypatch):
+    """Through the real wiring: with the per-class tables and the row total fixed (they are
+    released before the selection), both neighbours get the same candidates, every utility
+    moves by at most 1, and the pair tables move by at most their declared sensitivity. A
+    selection fed with exact counts instead of released ones would break this."""
+    fixed: dict[str, list[np.ndarray]] = {}
+    per_class = measure.marginals
+
+    def released_once(*args):
+        return fixed.setdefault("tables", per_class(*args))
+
+    monkeypatch.setattr(measure, "marginals", released_once)
+    utilities: list[list[np.ndarray]] = []
+
+    def first_open_pair(scores, epsilon, sensitivity, rng):
+        utilities[-1].append(np.asarray(scores, dtype=float))
+        return 0  # the same pick for both neighbours: the picks after it stay comparable
+
+    monkeypatch.setattr(measure, "exponential_mechanism", first_open_pair)
+    released = spy_on_releases(monkeypatch)
+    worst = 0.0
+    for seed in range(100):
+        fixed.clear()
+        released.clear()
+        ledgers = []
+        for table in neighbours(seed):
+            utilities.append([])
+            ledgers.append(PrivacyLedger(8.0, 1e-5, "rdp"))
+            features, labels = encoded(table)
+            measure.release_marginals(
+                features,
+                labels,
+                TRANSFORMER,
+                np.array([0.5, 0.5]),
+                10_000.0,
+                ledgers[-1],
+                0.5,
+                0.05,
+                ZeroNoise(),
+            )
+        ours, theirs = utilities[-2], utilities[-1]
+        assert [u.shape for u in ours] == [u.shape for u in theirs] != []  # same candidates
+        worst = max(
+            worst, max(float(np.abs(a - b).max()) for a, b in zip(ours, theirs, strict=True))
+        )
+        (first, second) = [stacked for name, stacked in released if name == "pair_marginals"]
+        declared = ledgers[0].releases[-1].details["sensitivity"]
+        assert ledgers[0].releases[-1].name == "pair_marginals"
+        assert np.linalg.norm(second - first) <= declared + SLACK
+    assert 0.5 < worst <= 1.0 + SLACK
 
 
 def test_the_private_schema_queries_move_by_at_most_one():
