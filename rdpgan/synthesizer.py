@@ -354,6 +354,10 @@ class DPCGAN:
         if resume_from is not None and resume_from[0]["finished"]:
             d_steps = 0
         label_probs = torch.as_tensor(self.label_probs, dtype=torch.float32, device=self.device)
+        if self.ledger is not None:
+            # The releases before training are on record; from here the checkpointer writes
+            # privacy.json, paid ahead per block of steps, and nothing may overwrite it.
+            self.ledger.on_record = None
         trainer = CGANTrainer(
             self.generator,
             critic,
@@ -475,7 +479,8 @@ class DPCGAN:
         # does not disturb the caller's random state, and calls may run in parallel threads.
         rng = torch.Generator(self.device).manual_seed(self.seed if seed is None else seed)
         pool = self.model_config.sample_pool if self.marginals is not None else 1
-        numpy_rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=rng)))
+        key = torch.randint(2**62, (1,), generator=rng, device=self.device)
+        numpy_rng = np.random.default_rng(int(key))  # raking's draws, from the same seed
         only = None if label is None else int(code)
         parts = []
         # In blocks of output rows, so that memory does not grow with n times the pool.

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from rdpgan import measure
 from rdpgan.data.schema import Schema
-from rdpgan.privacy.ledger import PrivacyLedger
+from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.transform import TableTransformer
 
 
@@ -47,7 +49,8 @@ SCHEMA = Schema.from_specs(
 )
 
 
-def test_release_marginals_records_every_release_and_finds_a_copied_column():
+def dependent_table():
+    """3,000 rows where b follows a closely: (frame, features, labels, transformer)."""
     rng = np.random.default_rng(0)
     n = 3000
     a = rng.integers(0, 3, size=n)
@@ -61,7 +64,14 @@ def test_release_marginals_records_every_release_and_finds_a_copied_column():
     )
     transformer = TableTransformer(SCHEMA, "y")
     frame = SCHEMA.conform(frame)
-    features, labels = transformer.encode(frame), transformer.encode_labels(frame)
+    return frame, transformer.encode(frame), transformer.encode_labels(frame), transformer
+
+
+def test_release_marginals_records_every_release_and_finds_a_copied_column():
+    frame, features, labels, transformer = dependent_table()
+    rng = np.random.default_rng(0)
+    n = len(frame)
+    a = transformer.split(features)[1][:, 0]
     ledger = PrivacyLedger(8.0, 1e-5, "rdp")
     released = measure.release_marginals(
         features, labels, transformer, np.array([0.5, 0.5]), n, ledger, 0.5, 0.05, rng
@@ -77,3 +87,52 @@ def test_release_marginals_records_every_release_and_finds_a_copied_column():
     again = measure.Marginals.from_dict(released.to_dict())
     assert again.pairs == released.pairs
     np.testing.assert_allclose(again.joint[0], released.joint[0], atol=1e-8)
+
+
+def test_the_candidate_noise_counts_only_the_pairs_there_are():
+    """3 columns have 3 pairs, not (3 - 1) * 2 = 4: the noise std is that of sqrt(3) tables."""
+    ledger = PrivacyLedger(1.0, 1e-5, "rdp")
+    std = ledger.calibrate(1.0, 1, 0.3, alone=True) * math.sqrt(3)
+    sizes = [2, 5, 8]  # cells per pair: 10, 16, 40
+    total = 16 * std / measure.PAIR_NOISE_LIMIT + 1e-6  # 16 cells fit with sqrt(3), not sqrt(4)
+    assert measure.pair_candidates(sizes, total, ledger, 0.3) == [(0, 1), (0, 2)]
+
+
+class OrderedNoise:
+    """A noise source that checks each draw comes after its release is on the record."""
+
+    def __init__(self, ledger: PrivacyLedger, written: list[str]):
+        self.ledger, self.written = ledger, written
+
+    def normal(self, loc, scale, size):
+        assert self.written and self.written[-1] == self.ledger.releases[-1].name
+        return np.zeros(size)
+
+    def random(self):
+        return 0.5
+
+
+def test_release_marginals_spends_shares_of_one_base_and_records_before_each_draw():
+    _, features, labels, transformer = dependent_table()
+    ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+    ledger.record(Release("schema", "pure", epsilon=0.8))  # a private schema came first
+    written: list[str] = []
+    ledger.on_record = lambda: written.append(ledger.releases[-1].name)
+    base = 8.0 - 0.8
+    measure.release_marginals(
+        features,
+        labels,
+        transformer,
+        np.array([0.5, 0.5]),
+        3000,
+        ledger,
+        0.5,
+        0.05,
+        OrderedNoise(ledger, written),
+    )
+    assert written == ["marginals", "pair_selection", "pair_marginals"]
+    by_name = {r.name: r for r in ledger.releases}
+    expected_sigma = ledger.calibrate(1.0, 1, 0.25 * base, alone=True)
+    assert by_name["marginals"].noise_multiplier == pytest.approx(expected_sigma)
+    assert by_name["pair_marginals"].noise_multiplier == pytest.approx(expected_sigma)
+    assert by_name["pair_selection"].epsilon == pytest.approx(0.05 * base)

@@ -102,18 +102,34 @@ class Bins:
     def _within_bins(self, value_codes: np.ndarray, offsets: np.ndarray | None) -> np.ndarray:
         """A value inside each code's own bin, so that it encodes back to that code: what
         raking matched is then what the decoded table shows. An offset of exactly ±1 (tanh
-        saturates) would sit on an edge, and rounding an integer can cross one."""
+        saturates) would sit on an edge, rounding an integer can cross one, and a declared
+        point mass inside a bin has a code of its own."""
         within = np.zeros(len(value_codes)) if offsets is None else np.asarray(offsets, float)
         fraction = np.clip((within + 1.0) / 2.0, EDGE_MARGIN, 1.0 - EDGE_MARGIN)
         unit = 2.0 * (value_codes + fraction) / self.n_bins - 1.0
+        masses = self.column.point_masses
         if not self.column.integer:
-            return self.column.from_unit(unit)
-        exact = replace(self.column, integer=False).from_unit(unit)
-        values = np.round(exact)
-        for candidate in (np.floor(exact), np.ceil(exact)):
+            values = self.column.from_unit(unit)
+            on_mass = np.isin(values, masses)
+            return np.where(on_mass, np.nextafter(values, np.inf), values)
+        exact_column = replace(self.column, integer=False)
+        exact = exact_column.from_unit(unit)
+        # The integers of each bin: from the ceiling of its left edge to below its right one.
+        left = exact_column.from_unit(2.0 * value_codes / self.n_bins - 1.0)
+        right = exact_column.from_unit(2.0 * (value_codes + 1) / self.n_bins - 1.0)
+        first = np.ceil(left)
+        last = np.where(value_codes == self.n_bins - 1, np.floor(right), np.ceil(right) - 1)
+        values = np.clip(np.round(exact), first, np.maximum(first, last))
+        for _ in range(2):  # step off a point mass (two passes: adjacent masses)
+            for mass in masses:
+                at = values == mass
+                values = np.where(at & (mass + 1 <= last), mass + 1, values)
+                values = np.where(at & (mass + 1 > last) & (mass - 1 >= first), mass - 1, values)
+        for step in (1.0, -1.0):  # an integer on an edge: float rounding decides its side
             outside = self.codes(values)[0] != value_codes
-            values = np.where(outside, candidate, values)
-        # A bin narrower than one unit may hold no integer: the nearest one it is.
+            moved = values + step
+            values = np.where(outside & (self.codes(moved)[0] == value_codes), moved, values)
+        # A bin that holds no integer (narrower than one unit): the nearest one it is.
         return np.where(self.codes(values)[0] == value_codes, values, np.round(exact))
 
 

@@ -307,14 +307,15 @@ def test_the_label_histogram_moves_by_at_most_its_declared_sensitivity():
 
 
 def spy_on_releases(monkeypatch) -> list[tuple[str, np.ndarray]]:
-    """Record what every table release adds its noise to (here: none), by name, stacked:
-    the argument of ``measure._gaussian_tables`` itself, whatever query made it."""
+    """Record every table release as it comes out of ``measure._gaussian_tables`` (with
+    ``ZeroNoise``: the noiseless released vector), by name, stacked, whatever query made it."""
     released: list[tuple[str, np.ndarray]] = []
     release = measure._gaussian_tables
 
     def spy(name, tables, *args):
-        released.append((name, np.concatenate([t.ravel() for t in tables])))
-        return release(name, tables, *args)
+        out = release(name, tables, *args)
+        released.append((name, np.concatenate([table.ravel() for table, _ in out])))
+        return out
 
     monkeypatch.setattr(measure, "_gaussian_tables", spy)
     return released
@@ -419,6 +420,7 @@ def test_release_marginals_selects_pairs_from_released_inputs_only(monkeypatch):
     per_class = measure.marginals
 
     def released_once(*args):
+        """The first neighbour's per-class tables, for both (the second's are drawn, unused)."""
         return fixed.setdefault("tables", per_class(*args))
 
     monkeypatch.setattr(measure, "marginals", released_once)
@@ -429,6 +431,14 @@ def test_release_marginals_selects_pairs_from_released_inputs_only(monkeypatch):
         return 0  # the same pick for both neighbours: the picks after it stay comparable
 
     monkeypatch.setattr(measure, "exponential_mechanism", first_open_pair)
+    picked: list[list[tuple[int, int]]] = []
+    select = measure.select_pairs
+
+    def record_pairs(*args):
+        picked.append(select(*args))
+        return picked[-1]
+
+    monkeypatch.setattr(measure, "select_pairs", record_pairs)
     released = spy_on_releases(monkeypatch)
     worst = 0.0
     for seed in range(100):
@@ -452,6 +462,7 @@ def test_release_marginals_selects_pairs_from_released_inputs_only(monkeypatch):
             )
         ours, theirs = utilities[-2], utilities[-1]
         assert [u.shape for u in ours] == [u.shape for u in theirs] != []  # same candidates
+        assert picked[-2] == picked[-1]  # ... and the same pairs
         worst = max(
             worst, max(float(np.abs(a - b).max()) for a, b in zip(ours, theirs, strict=True))
         )
