@@ -136,3 +136,11 @@ def test_release_marginals_spends_shares_of_one_base_and_records_before_each_dra
     assert by_name["marginals"].noise_multiplier == pytest.approx(expected_sigma)
     assert by_name["pair_marginals"].noise_multiplier == pytest.approx(expected_sigma)
     assert by_name["pair_selection"].epsilon == pytest.approx(0.05 * base)
+
+
+def test_an_accountant_that_cannot_certify_a_pair_release_gets_no_pairs():
+    """dp_cgan at epsilon=1: the moments accountant cannot certify 0.25 in one step, so the
+    pairs are dropped (the per-class tables then take the whole share) instead of failing."""
+    ledger = PrivacyLedger(1.0, 1e-5, "moments")
+    assert measure.pair_candidates([2, 3, 4], 20_000, ledger, 0.25) == []
+    assert measure.pair_candidates([2, 3, 4], 20_000, ledger, 0.9) != []
