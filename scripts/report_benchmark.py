@@ -200,7 +200,14 @@ def provenance_line(runs: pd.DataFrame) -> str:
 def plot_methods(ax: plt.Axes, runs: pd.DataFrame, score: str) -> None:
     """``score`` vs ε for each private method (mean ± std over repeats), the non-private cgan
     as a line."""
-    for method, marker in (("dp_cgan", "s"), ("rdp_cgan", "o"), ("aim", "^"), ("mst", "v")):
+    # One colour per method in every panel (a legend is drawn in the first one only).
+    styles = {
+        "dp_cgan": ("s", "C0"),
+        "rdp_cgan": ("o", "C1"),
+        "aim": ("^", "C2"),
+        "mst": ("v", "C3"),
+    }
+    for method, (marker, colour) in styles.items():
         stats = runs[runs["method"] == method].groupby("epsilon")[score].agg(["mean", "std"])
         if not stats.empty:
             ax.errorbar(
@@ -208,6 +215,7 @@ def plot_methods(ax: plt.Axes, runs: pd.DataFrame, score: str) -> None:
                 stats["mean"],
                 yerr=stats["std"].fillna(0),
                 marker=marker,
+                color=colour,
                 capsize=3,
                 label=method,
             )
@@ -228,7 +236,8 @@ def figure(results: Path, data: dict[str, tuple[pd.DataFrame, pd.DataFrame]]) ->
         ax.set_xlabel("ε (δ = 1e-5)")
         ax.set_ylabel("mean AUROC of 8 classifiers")
         ax.grid(alpha=0.3)
-    axes[0][0].legend(loc="lower right", fontsize=8)
+    for ax in axes[0]:
+        ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     atomic_write(
         results / "auroc_vs_epsilon.png", lambda tmp: fig.savefig(tmp, format="png", dpi=120)
@@ -254,7 +263,8 @@ def fidelity_figure(results: Path, data: dict[str, tuple[pd.DataFrame, pd.DataFr
             ax.set_xlabel("ε (δ = 1e-5)")
             ax.set_ylabel(f"mean {FIDELITY[score]} (lower is better)")
             ax.grid(alpha=0.3)
-    axes[0][0].legend(loc="upper right", fontsize=8)
+    for ax in axes[0]:
+        ax.legend(loc="upper right", fontsize=7)
     fig.tight_layout()
     atomic_write(
         results / "fidelity_vs_epsilon.png", lambda tmp: fig.savefig(tmp, format="png", dpi=120)
