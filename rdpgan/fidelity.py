@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rdpgan.data.discretize import table_codes, table_sizes
+from rdpgan.data.discretize import joint_counts, table_codes, table_sizes
 from rdpgan.data.schema import Schema
 
 #: Bins per wide numeric column in every fidelity score.
@@ -35,12 +35,7 @@ FIDELITY_BINS = 20
 
 def _joint(codes: np.ndarray, sizes: list[int], columns: tuple[int, ...]) -> np.ndarray:
     """The normalised histogram of ``codes`` over the cells of ``columns``."""
-    index = np.zeros(len(codes), dtype=np.int64)
-    cells = 1
-    for column in columns:
-        index = index * sizes[column] + codes[:, column]
-        cells *= sizes[column]
-    counts = np.bincount(index, minlength=cells).astype(float)
+    counts = joint_counts([codes[:, c] for c in columns], [sizes[c] for c in columns])
     return counts / max(len(codes), 1)
 
 
@@ -50,7 +45,7 @@ def _tvd(a: np.ndarray, b: np.ndarray, sizes: list[int], columns: tuple[int, ...
 
 def cramers_v(codes: np.ndarray, sizes: list[int], i: int, j: int) -> float:
     """Cramér's V of columns i and j (0: independent, 1: one determines the other)."""
-    joint = _joint(codes, sizes, (i, j)).reshape(sizes[i], sizes[j])
+    joint = _joint(codes, sizes, (i, j))
     rows, cols = joint.sum(1), joint.sum(0)
     rows, cols = rows[rows > 0], cols[cols > 0]
     k = min(len(rows), len(cols))

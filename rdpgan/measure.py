@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rdpgan.data.discretize import table_sizes
+from rdpgan.data.discretize import joint_counts, table_sizes
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism
@@ -169,10 +169,7 @@ def marginal_counts(
 ) -> list[np.ndarray]:
     """The private query: for each feature column, its [class, code] count table."""
     return [
-        np.bincount(labels * size + codes[:, i], minlength=n_classes * size)
-        .reshape(n_classes, size)
-        .astype(float)
-        for i, size in enumerate(code_sizes)
+        joint_counts([labels, codes[:, i]], [n_classes, size]) for i, size in enumerate(code_sizes)
     ]
 
 
@@ -201,12 +198,7 @@ def pair_counts(
 ) -> list[np.ndarray]:
     """The private query: for each pair of feature columns, its [code, code] count table."""
     return [
-        np.bincount(
-            coarse[:, i] * coarse_sizes[j] + coarse[:, j],
-            minlength=coarse_sizes[i] * coarse_sizes[j],
-        )
-        .reshape(coarse_sizes[i], coarse_sizes[j])
-        .astype(float)
+        joint_counts([coarse[:, i], coarse[:, j]], [coarse_sizes[i], coarse_sizes[j]])
         for i, j in pairs
     ]
 

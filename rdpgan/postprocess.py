@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rdpgan.data.discretize import cell_index
 from rdpgan.measure import Marginals
 
 #: IPF sweeps over the columns; the weights settle within a few dozen on real tables.
@@ -84,20 +85,21 @@ def rake_rows(
     random order, whose marginals match the released ones: each (class, column) table and
     each released pair's joint table; with ``only`` (a pool of one class), that class's
     column distributions."""
+    shares = label_probs / label_probs.sum()
     columns, targets = [], []
     for column, table in enumerate(released.by_class):
         if only is None:
-            columns.append(labels * table.shape[1] + codes[:, column])
-            targets.append((label_probs[:, None] / label_probs.sum() * table).ravel())
+            columns.append(cell_index([labels, codes[:, column]], table.shape))
+            targets.append((shares[:, None] * table).ravel())
         else:
             columns.append(codes[:, column])
             targets.append(table[only])
     if only is None:
         for (i, j), joint in zip(released.pairs, released.joint, strict=True):
-            coarse_i, coarse_j = released.maps[i][codes[:, i]], released.maps[j][codes[:, j]]
-            columns.append(coarse_i * joint.shape[1] + coarse_j)
+            coarse = [released.maps[i][codes[:, i]], released.maps[j][codes[:, j]]]
+            columns.append(cell_index(coarse, joint.shape))
             targets.append(joint.ravel())
         # Last in every sweep: the class shares are the released ones whatever came before.
         columns.append(labels)
-        targets.append(label_probs / label_probs.sum())
+        targets.append(shares)
     return rng.permutation(rake(np.stack(columns, axis=1), targets, n, rng))

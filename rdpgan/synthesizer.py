@@ -3,9 +3,10 @@
 ``fit(df)`` spends the privacy budget in up to three releases, all composed in one ledger:
 1. the label histogram (:func:`rdpgan.measure.label_counts`), which the generator samples
    labels from (its noisy total also stands in for the row count wherever one is needed);
-2. with ``model.marginal_weight > 0``, each feature's code distribution per class
-   (:func:`rdpgan.measure.marginals`), which the generator's marginal loss matches and
-   sampling rakes toward (:mod:`rdpgan.postprocess`);
+2. with ``model.marginal_weight > 0``, the marginals (:func:`rdpgan.measure.release_marginals`:
+   each feature's code distribution per class, a private choice of column pairs and their
+   joint tables), which the generator's marginal loss matches and sampling rakes toward
+   (:mod:`rdpgan.postprocess`);
 3. DP-SGD on the discriminator (Poisson sampling, per-sample clipping, Gaussian noise).
 The generator only ever sees the discriminator's outputs and these releases, so it and every
 sample drawn from it are private by post-processing. ``sample(n)`` / ``save(dir)`` /
@@ -482,12 +483,13 @@ class DPCGAN:
         key = torch.randint(2**62, (1,), generator=rng, device=self.device)
         numpy_rng = np.random.default_rng(int(key))  # raking's draws, from the same seed
         only = None if label is None else int(code)
+        probs = probs.to(self.device)
         parts = []
         # In blocks of output rows, so that memory does not grow with n times the pool.
         for start in range(0, n, RAKE_CHUNK):
             size = min(RAKE_CHUNK, n - start)
             # ``pool`` generated rows per row kept; raking picks the rows to keep.
-            candidates = torch.multinomial(probs.to(self.device), size * pool, True, generator=rng)
+            candidates = torch.multinomial(probs, size * pool, True, generator=rng)
             values, blocks = self._generate(candidates, rng)
             labels = candidates.cpu().numpy()
             if pool > 1:

@@ -197,10 +197,17 @@ def provenance_line(runs: pd.DataFrame) -> str:
     return "Runs by commit: " + "; ".join(made) + "."
 
 
-def plot_methods(ax: plt.Axes, runs: pd.DataFrame, score: str) -> None:
+def epsilon_panel(
+    ax: plt.Axes,
+    runs: pd.DataFrame,
+    score: str,
+    reference: tuple[float, str] | None,
+    title: str,
+    ylabel: str,
+) -> None:
     """``score`` vs ε for each private method (mean ± std over repeats), the non-private cgan
-    as a line."""
-    # One colour per method in every panel (a legend is drawn in the first one only).
+    and ``reference`` (value, label) as lines, on the paper's ε grid."""
+    # One colour per method in every panel (each panel of the top row has a legend).
     styles = {
         "dp_cgan": ("s", "C0"),
         "rdp_cgan": ("o", "C1"),
@@ -222,27 +229,30 @@ def plot_methods(ax: plt.Axes, runs: pd.DataFrame, score: str) -> None:
     cgan = runs[runs["method"] == "cgan"][score]
     if not cgan.empty:
         ax.axhline(cgan.mean(), color="grey", linestyle="-.", label="cgan (non-private)")
+    if reference is not None:
+        ax.axhline(reference[0], color="black", linestyle="--", label=reference[1])
+    ax.set_title(title)
+    ax.set_xticks(EPSILONS)  # the paper's grid, also while cells are still filling in
+    ax.set_xlim(0.5, 8.5)
+    ax.set_xlabel("ε (δ = 1e-5)")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+
+
+def save_figure(fig: plt.Figure, axes, path: Path, legend: str) -> None:
+    for ax in axes[0]:
+        ax.legend(loc=legend, fontsize=7)
+    fig.tight_layout()
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
+    plt.close(fig)
 
 
 def figure(results: Path, data: dict[str, tuple[pd.DataFrame, pd.DataFrame]]) -> None:
     fig, axes = plt.subplots(1, len(data), figsize=(5 * len(data), 4), squeeze=False)
     for ax, (dataset, (runs, real)) in zip(axes[0], data.items(), strict=True):
-        plot_methods(ax, runs, "mean")
-        if not real.empty:
-            ax.axhline(real["mean"].mean(), color="black", linestyle="--", label="real data")
-        ax.set_title(dataset)
-        ax.set_xticks(EPSILONS)  # the paper's grid, also while cells are still filling in
-        ax.set_xlim(0.5, 8.5)
-        ax.set_xlabel("ε (δ = 1e-5)")
-        ax.set_ylabel("mean AUROC of 8 classifiers")
-        ax.grid(alpha=0.3)
-    for ax in axes[0]:
-        ax.legend(loc="lower right", fontsize=7)
-    fig.tight_layout()
-    atomic_write(
-        results / "auroc_vs_epsilon.png", lambda tmp: fig.savefig(tmp, format="png", dpi=120)
-    )
-    plt.close(fig)
+        reference = None if real.empty else (real["mean"].mean(), "real data")
+        epsilon_panel(ax, runs, "mean", reference, dataset, "mean AUROC of 8 classifiers")
+    save_figure(fig, axes, results / "auroc_vs_epsilon.png", "lower right")
 
 
 def fidelity_figure(results: Path, data: dict[str, tuple[pd.DataFrame, pd.DataFrame]]) -> None:
@@ -250,26 +260,16 @@ def fidelity_figure(results: Path, data: dict[str, tuple[pd.DataFrame, pd.DataFr
     fig, axes = plt.subplots(2, len(data), figsize=(5 * len(data), 7), squeeze=False)
     for col, (dataset, (runs, real)) in enumerate(data.items()):
         for row, score in enumerate(("tvd_1way", "tvd_2way")):
-            ax = axes[row][col]
             if score not in runs.columns:
                 continue
-            plot_methods(ax, runs, score)
-            if score in real.columns:
-                ax.axhline(real[score].mean(), color="black", linestyle="--", label="held-out real")
-            ax.set_title(f"{dataset}: {FIDELITY[score]}")
-            ax.set_xticks(EPSILONS)
-            ax.set_xlim(0.5, 8.5)
-            ax.set_ylim(bottom=0)
-            ax.set_xlabel("ε (δ = 1e-5)")
-            ax.set_ylabel(f"mean {FIDELITY[score]} (lower is better)")
-            ax.grid(alpha=0.3)
-    for ax in axes[0]:
-        ax.legend(loc="upper right", fontsize=7)
-    fig.tight_layout()
-    atomic_write(
-        results / "fidelity_vs_epsilon.png", lambda tmp: fig.savefig(tmp, format="png", dpi=120)
-    )
-    plt.close(fig)
+            floor = (real[score].mean(), "held-out real") if score in real.columns else None
+            title, ylabel = (
+                f"{dataset}: {FIDELITY[score]}",
+                f"mean {FIDELITY[score]} (lower is better)",
+            )
+            epsilon_panel(axes[row][col], runs, score, floor, title, ylabel)
+            axes[row][col].set_ylim(bottom=0)
+    save_figure(fig, axes, results / "fidelity_vs_epsilon.png", "upper right")
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ A categorical column's codes are its levels (and "missing"), as
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -154,3 +155,19 @@ def table_codes(schema: Schema, frame: pd.DataFrame, n_bins: int) -> np.ndarray:
 
 def table_sizes(schema: Schema, n_bins: int) -> list[int]:
     return [column_size(c, n_bins) for c in schema.columns]
+
+
+def cell_index(columns: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
+    """Per row, the index of its cell in the joint table of ``columns`` (codes with ``sizes``
+    codes each), row-major: the one place that turns several codes into one."""
+    index = np.zeros(len(columns[0]), dtype=np.int64)
+    for codes, size in zip(columns, sizes, strict=True):
+        index = index * size + codes
+    return index
+
+
+def joint_counts(columns: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
+    """The contingency table of ``columns``: counts, shaped ``sizes``."""
+    cells = int(np.prod(sizes))
+    counts = np.bincount(cell_index(columns, sizes), minlength=cells).astype(float)
+    return counts.reshape(tuple(sizes))
