@@ -49,7 +49,7 @@ class DatasetConfig:
     # pandas.read_csv options that describe the file format (header, separator, NA marker).
     header: bool = True
     column_names: list[str] | None = None
-    sep: str = ","
+    sep: str | None = ","  # null: the most frequent of , ; tab | in the header line
     na_values: list[str] = field(default_factory=list)
     skipinitialspace: bool = False
     target: str = "???"
@@ -64,21 +64,24 @@ class SchemaConfig:
     """Where the column domains come from (see :mod:`rdpgan.privacy.private_schema`).
 
     ``declared``: the dataset's ``columns`` or the YAML ``file`` (public knowledge, free).
-    ``private``: bounds by DP quantiles and levels from ``candidates`` by a noisy threshold,
-    paid with ``epsilon_fraction`` of the run's epsilon. ``unsafe_infer``: read off the data;
-    the run is then marked NOT end-to-end private everywhere.
+    ``private``: every column's kind, bounds and levels (and the target's classes) released with
+    DP, paid with ``epsilon_fraction`` of the run's epsilon and ``delta_fraction`` of its delta.
+    ``unsafe_infer``: read off the data; the run is then marked NOT end-to-end private.
     """
 
     name: str = "declared"
     source: str = "declared"
     file: str | None = None
     epsilon_fraction: float = 0.1
-    # Column -> continuous | categorical, overriding what the dtypes say.
+    # private: share of delta for the levels found without candidates (stability histograms).
+    delta_fraction: float = 0.1
+    # Column -> continuous | categorical: public, overriding the released (or dtype) kind.
     types: dict[str, str] = field(default_factory=dict)
-    # Column -> public candidate levels (private: the only levels that can be released).
+    # Column -> public candidate levels (private: then the only levels that can be released).
     candidates: dict[str, list[Any]] = field(default_factory=dict)
     drop: list[str] = field(default_factory=list)
-    # unsafe_infer: a text column with more distinct values than this is dropped, with a message.
+    # unsafe_infer: a text column with more distinct values than this is dropped; private: at
+    # most this many levels are kept, the most frequent (by noisy count).
     max_levels: int = 50
     # private: the quantiles that become a continuous column's bounds.
     quantiles: list[float] = field(default_factory=lambda: [0.05, 0.95])

@@ -3,7 +3,7 @@
 Used by a fresh run (which releases its schema) and by everything that needs a run's rows
 after the fact (resume, evaluation, the privacy report): the same file, split seed and schema
 settings give the same rows. A private schema is released once, with the run's secret
-randomness (OS entropy unless ``privacy.noise_seed``), and recorded in ``schema.json``; later
+randomness (OS entropy unless ``privacy.noise_seed``), and recorded in ``schema.yaml``; later
 readers take it from there, so nothing is released twice and the noise never follows from the
 run's ``seed``.
 """
@@ -20,12 +20,17 @@ from rdpgan.cli import RUN_RECORD
 from rdpgan.config import RunConfig
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError, first_line
-from rdpgan.io import read_json, write_json
+from rdpgan.io import atomic_write
 from rdpgan.privacy.ledger import LEDGER_FILE
-from rdpgan.privacy.private_schema import SchemaRelease, load_tables
+from rdpgan.privacy.private_schema import (
+    SchemaRelease,
+    load_tables,
+    read_schema_file,
+    schema_yaml,
+)
 from rdpgan.privacy.randomness import SCHEMA_STREAM, SecretRandomness
 
-RELEASED_SCHEMA = "schema.json"
+RELEASED_SCHEMA = "schema.yaml"
 # What a failed run keeps once its ledger is on disk: the ledger, the schema it paid for, and
 # what resume=true needs to finish the job. Deleting them would forget privacy already spent.
 SPENDING_RECORD = (LEDGER_FILE, RUN_RECORD, RELEASED_SCHEMA, checkpoint.META, *checkpoint.SLOTS)
@@ -38,7 +43,8 @@ def release_run_tables(
     now, with fresh noise (record it with :func:`record_schema` before anything can fail),
     after ``check_rows`` has seen the number of train rows."""
     rng = SecretRandomness(cfg.privacy.noise_seed, SCHEMA_STREAM).numpy
-    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, rng, None, check_rows)
+    budget = (cfg.epsilon, cfg.delta)
+    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, budget, rng, None, check_rows)
 
 
 def load_run_tables(
@@ -46,13 +52,15 @@ def load_run_tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """An existing run's tables, with the schema it already released (nothing new is drawn)."""
     released = _recorded_schema(run_dir) if cfg.schema.source == "private" else None
-    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, cfg.epsilon, None, released)
+    budget = (cfg.epsilon, cfg.delta)
+    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, budget, None, released)
 
 
 def record_schema(run_dir: Path, cfg: RunConfig, release: SchemaRelease) -> None:
-    """Keep a private schema beside the run (it is a DP release: as safe as ``model.json``)."""
-    if cfg.schema.source == "private":
-        write_json(run_dir / RELEASED_SCHEMA, release.schema.to_specs())
+    """Keep the run's schema beside it as ``schema.yaml`` (a private one is a DP release: as
+    safe as ``model.json``), in the format ``schema.file=`` reads."""
+    text = schema_yaml(release, cfg.schema.source)
+    atomic_write(run_dir / RELEASED_SCHEMA, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def _recorded_schema(run_dir: Path) -> Schema:
@@ -60,8 +68,10 @@ def _recorded_schema(run_dir: Path) -> Schema:
     if not path.is_file():
         raise UserInputError(f"{run_dir} has no {RELEASED_SCHEMA}: its private schema is lost")
     try:
-        return Schema.from_specs(read_json(path))
-    except Exception as exc:  # JSON, a wrong shape, or an invalid column alike
+        return read_schema_file(path)
+    except UserInputError:
+        raise
+    except Exception as exc:  # a wrong shape or an invalid column alike
         raise UserInputError(f"{path} is not a valid schema: {first_line(exc)}") from exc
 
 

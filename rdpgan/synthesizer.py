@@ -197,8 +197,7 @@ class DPCGAN:
         steps so that :meth:`resume` can continue after a crash or Ctrl-C.
         """
         release = _as_release(schema)
-        self.ledger = self._open_ledger(release)
-        self._ledger_to_disk(checkpoint_dir)  # a paid schema is recorded before anything can fail
+        self.charge_schema(release, checkpoint_dir)
         # Each later release reaches the file as soon as it is recorded, before its noise.
         self.ledger.on_record = lambda: self._ledger_to_disk(checkpoint_dir)
         features, labels = self._encoded_rows(df, target, release.schema)
@@ -232,6 +231,13 @@ class DPCGAN:
         """The run's secret randomness (OS entropy unless ``privacy.noise_seed``); a resumed
         seeded run keys it with its first step, so it does not replay noise already used."""
         return SecretRandomness(self.privacy.noise_seed, FIT_STREAM, first_step)
+
+    def charge_schema(self, release: SchemaRelease, directory: str | Path | None) -> None:
+        """Open the run's ledger with what the schema cost, and write it: ``fit`` starts here
+        (a paid schema is recorded before anything can fail), and so does a run refused after
+        its schema drew noise."""
+        self.ledger = self._open_ledger(release)
+        self._ledger_to_disk(directory)
 
     def _ledger_to_disk(self, directory: str | Path | None) -> None:
         """Releases made so far go into the run's ledger file at once: a later failure (say,

@@ -2,9 +2,10 @@
 
 Outputs (each written atomically): ``synthetic.csv``, ``test.csv`` (held-out real rows),
 ``model.pt`` + ``model.json``, ``privacy.json`` (the ledger), ``metrics.json``, ``run.json``
-(the settings), ``schema.json`` (a private schema's release), and the ``checkpoint.*`` that
-``resume=true`` continues from. A run that fails after it has spent privacy keeps its ledger
-and what it paid for (``SPENDING_RECORD``); everything else it wrote is removed.
+(the settings), ``schema.yaml`` (the schema, in the format ``schema.file=`` reads), and the
+``checkpoint.*`` that ``resume=true`` continues from. A run that fails after it has spent
+privacy keeps its ledger and what it paid for (``SPENDING_RECORD``); everything else it wrote
+is removed.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from rdpgan.config import RunConfig, register_configs
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
 from rdpgan.privacy.ledger import LEDGER_FILE
+from rdpgan.privacy.private_schema import SchemaRefused
 from rdpgan.runs import (
     RELEASED_SCHEMA,
     SPENDING_RECORD,
@@ -71,16 +73,27 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         seed=cfg.seed,
         device=cfg.device,
     )
-    train_rows, test_rows, schema = release_run_tables(cfg, model.check_row_count)
+    try:
+        train_rows, test_rows, schema = release_run_tables(cfg, model.check_row_count)
+    except SchemaRefused as refused:  # keep the ledger of what the schema spent
+        spent = refused.spent
+
+        def record_spending() -> None:
+            write_run_config(out, cfg)
+            model.charge_schema(spent, out)
+
+        writing(out, record_spending)
+        raise
 
     def record_run() -> None:
         write_run_config(out, cfg)
         record_schema(out, cfg, schema)  # its cost goes into privacy.json first thing in fit
 
     writing(out, record_run)
-    for message in schema.messages:
-        print(f"schema: {message}", file=sys.stderr)
-    positive = cfg.dataset.positive_label if schema.one_vs_rest is None else str(schema.one_vs_rest)
+    if cfg.schema.source != "declared":
+        kind = "released" if cfg.schema.source == "private" else "inferred (NOT private)"
+        print(f"{kind} schema: {schema.summary(cfg.epsilon)}; see {out / RELEASED_SCHEMA}")
+    positive = cfg.dataset.positive_label if schema.positive is None else schema.positive
     model.fit(train_rows, cfg.dataset.target, schema, positive, checkpoint_dir=out)
     return finish(model, test_rows, cfg, out)
 

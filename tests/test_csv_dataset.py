@@ -17,6 +17,7 @@ from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism_probabilities
 from rdpgan.privacy.private_schema import (
     ROUND_GRID,
+    SchemaRefused,
     dp_round_quantile,
     inferred_schema,
     one_vs_rest,
@@ -78,59 +79,82 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
     run = tmp_path / "run"
     ledger = read(run, "privacy.json")
     schema_release = next(m for m in ledger["mechanisms"] if m["name"] == "schema")
-    assert schema_release["kind"] == "pure" and schema_release["epsilon"] == pytest.approx(0.4)
+    assert schema_release["kind"] == "approximate"
+    assert schema_release["epsilon"] == pytest.approx(0.4)
+    assert schema_release["delta"] == pytest.approx(1e-6)
     assert ledger["notes"] == [SEEDED_NOTE] and ledger["epsilon_spent"] <= 4.0
     assert ledger["epsilon_spent"] > 0.4  # DP-SGD and the label counts were charged on top
     assert recompute_epsilon(ledger) == pytest.approx(ledger["epsilon_spent"], abs=1e-9)
     costs = [m["epsilon_alone"] for m in ledger["mechanisms"]]  # each release with its cost
     assert all(c > 0 for c in costs) and sum(costs) >= ledger["epsilon_spent"]
     columns = {c["name"]: c for c in read(run, "model.json")["schema"]}
-    assert "row_id" not in columns
+    assert "row_id" not in columns and "constant" not in columns
     assert set(columns["city"]["levels"]) <= {"Paris", "Lyon", "Nice", "Rome"}
     assert columns["grade"]["levels"] == ["A", "not A"]  # one-vs-rest
-    # No candidates: continuous whatever the data holds (text reads as missing), and said so.
-    assert columns["constant"]["kind"] == "continuous"
-    assert "'constant' is treated as continuous" in result.stderr
+    assert columns["age"]["kind"] == "continuous" and columns["age"]["integer"]
+    # One line on the console for the whole schema, the details in schema.yaml.
+    summaries = [line for line in result.stdout.splitlines() if "schema:" in line]
+    assert len(summaries) == 1, result.stdout
+    summary = summaries[0]
+    assert summary.startswith("released schema: 2 categorical, 2 numeric, 1 dropped (constant)")
     assert (run / "PRIVACY_WARNING.txt").read_text() == SEEDED_NOTE + "\n"  # and nothing else
     synthetic = pd.read_csv(run / "synthetic.csv")
     assert set(synthetic["grade"]) <= {"A", "not A"}
+    written = yaml.safe_load((run / "schema.yaml").read_text())
+    assert written["dropped"] == {"constant": DROPPED_FEW_LEVELS}
 
     # Resume, evaluation and the report read the released schema back: nothing is released twice.
-    assert read(run, "schema.json") == read(run, "model.json")["schema"]
+    assert [c["name"] for c in written["columns"]] == list(columns)
     monkeypatch.setattr(private_schema_module, "private_schema", forbidden_release)
     train, _, again = load_run_tables(read_run_config(run), run)
-    assert again.schema.to_specs() == read(run, "schema.json") and not again.releases
+    assert again.schema.to_specs() == read(run, "model.json")["schema"] and not again.releases
     assert list(train.columns) == list(columns)
-    specs = read(run, "schema.json")
-    (run / "schema.json").write_text(
-        json.dumps([*specs, {"name": "gone", "kind": "continuous", "lo": 0, "hi": 1}])
-    )
+    written["columns"].append({"name": "gone", "kind": "continuous", "lo": 0, "hi": 1})
+    (run / "schema.yaml").write_text(yaml.safe_dump(written))
     with pytest.raises(UserInputError, match="'gone', not in the data"):
         load_run_tables(read_run_config(run), run)
-    (run / "schema.json").unlink()
-    with pytest.raises(UserInputError, match=r"schema\.json"):
+    (run / "schema.yaml").unlink()
+    with pytest.raises(UserInputError, match=r"schema\.yaml"):
         load_run_tables(read_run_config(run), run)
 
 
 def test_a_run_that_fails_after_its_private_schema_keeps_the_ledger(tmp_path, messy_csv):
-    """ε=0.3 pays for the schema (10%), then cannot pay for the label counts: the schema's
-    release stays recorded (a retry would draw a second one), everything else is removed."""
+    """90% of ε=0.5 pays for the schema, then the rest cannot pay for the label counts: the
+    schema's release stays recorded (a retry would draw a second one), the rest is removed."""
     result = train_cli(
         tmp_path,
-        *csv_args(messy_csv, "schema=private", "+schema.candidates.city=[Paris,Lyon,Nice,Rome]"),
+        *csv_args(messy_csv, "schema=private"),
         "schema.drop=[row_id]",
-        "epsilon=0.3",
+        "schema.epsilon_fraction=0.9",
+        "epsilon=0.5",
     )
-    errors = [line for line in result.stderr.splitlines() if not line.startswith("schema: ")]
+    errors = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(errors) == 1 and "label_counts" in errors[0], errors
     run = tmp_path / "run"
     kept = {p.name for p in run.iterdir() if p.name != ".hydra" and p.suffix != ".log"}
-    assert kept == {"privacy.json", "schema.json", "run.json"}
+    assert kept == {"privacy.json", "schema.yaml", "run.json"}
+    ledger = read(run, "privacy.json")
+    assert [m["name"] for m in ledger["mechanisms"]] == ["schema"]
+    assert ledger["epsilon_spent"] == pytest.approx(0.45)
+    resumed = train_cli(tmp_path, "resume=true")
+    assert resumed.returncode == 2 and "stopped before its first checkpoint" in resumed.stderr
+
+
+def test_a_run_refused_by_its_released_schema_keeps_the_ledger(tmp_path, messy_csv):
+    """At ε=0.3 no class of the target clears the noise: the refusal is read off released
+    values, so the schema's cost stays recorded although no schema came out."""
+    result = train_cli(
+        tmp_path, *csv_args(messy_csv, "schema=private"), "schema.drop=[row_id]", "epsilon=0.3"
+    )
+    errors = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(errors) == 1, errors
+    assert "positive_label='A' is not among the target's released classes" in errors[0]
+    run = tmp_path / "run"
+    kept = {p.name for p in run.iterdir() if p.name != ".hydra" and p.suffix != ".log"}
+    assert kept == {"privacy.json", "run.json"}
     ledger = read(run, "privacy.json")
     assert [m["name"] for m in ledger["mechanisms"]] == ["schema"]
     assert ledger["epsilon_spent"] == pytest.approx(0.03)
-    resumed = train_cli(tmp_path, "resume=true")
-    assert resumed.returncode == 2 and "stopped before its first checkpoint" in resumed.stderr
 
 
 def test_a_delta_too_large_for_the_rows_is_refused_before_the_schema_is_drawn(tmp_path, messy_csv):
@@ -138,6 +162,9 @@ def test_a_delta_too_large_for_the_rows_is_refused_before_the_schema_is_drawn(tm
     assert result.returncode == 2 and "1/n" in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no schema: lines
     assert not (tmp_path / "run").exists()
+
+
+DROPPED_FEW_LEVELS = "fewer than two levels released (free text, an identifier or a constant?)"
 
 
 def forbidden_release(*args, **kwargs):
@@ -177,7 +204,12 @@ def test_unsafe_inference_marks_every_output(tmp_path, messy_csv):
     columns = {c["name"]: c for c in read(run, "model.json")["schema"]}
     assert "row_id" not in columns and "constant" not in columns  # identifier, constant
     assert columns["age"]["missing"] is True
-    assert "row_id" in result.stderr and "distinct values" in result.stderr
+    assert (
+        "inferred (NOT private) schema:" in result.stdout and "(row_id, constant)" in result.stdout
+    )
+    assert (
+        "distinct values" in yaml.safe_load((run / "schema.yaml").read_text())["dropped"]["row_id"]
+    )
 
 
 def test_declared_schema_file_is_free(tmp_path, messy_csv):
@@ -215,48 +247,61 @@ def test_dp_quantile_on_the_round_grid_lands_near_the_truth():
     assert 60 <= upper <= 100
 
 
-def test_private_schema_spends_exactly_its_share_and_reads_nothing_else():
-    frame = pd.DataFrame({"x": np.arange(200.0), "c": ["a", "b"] * 100, "y": ["p", "q"] * 100})
-    config = SchemaConfig(source="private", candidates={"c": ["a", "b", "z"]})
-    release = private_schema(frame, config, "y", ["p", "q"], 0.7, np.random.default_rng(0))
-    assert release.epsilon == pytest.approx(0.7)
-    assert release.releases[0].details["queries"] == 4  # 3 for x, 1 histogram for c
-    assert release.schema["c"].unlisted_as_missing
-    assert release.schema["x"].missing  # declared missing for free: nothing read
+def private(frame, epsilon, seed=0, delta=1e-6, **schema):
+    """The private schema of ``frame`` (target ``y``), drawn with a fixed generator."""
+    config = SchemaConfig(source="private", **schema)
+    dataset = DatasetConfig(name="t", file="", target="y")
+    return private_schema(frame, dataset, config, epsilon, delta, np.random.default_rng(seed))
 
 
-def test_private_bounds_never_cross_and_duplicate_candidates_are_refused():
-    frame = pd.DataFrame({"x": np.arange(20.0), "c": [1, 2] * 10, "y": ["p", "q"] * 10})
-    config = SchemaConfig(source="private", candidates={"c": [1, 2]})
-    for seed in range(30):  # tiny epsilon: the two quantile picks often come out reversed
-        release = private_schema(frame, config, "y", ["p", "q"], 0.05, np.random.default_rng(seed))
-        assert release.schema["x"].lo < release.schema["x"].hi
-    with pytest.raises(UserInputError, match="lists a value twice"):
-        private_schema(
-            frame,
-            SchemaConfig(source="private", candidates={"c": [1, "1"]}),
-            "y",
-            ["p", "q"],
-            1.0,
-            np.random.default_rng(0),
-        )
-
-
-def test_private_candidates_match_by_value_and_kinds_ignore_the_data():
+def test_private_schema_spends_exactly_its_share_and_declares_missing_everywhere():
     frame = pd.DataFrame(
-        {"c": [1.0, 2.0, np.nan] * 50, "t": ["7", "x", "9"] * 50, "y": ["p", "q", "p"] * 50}
+        {"x": np.arange(600.0) + 0.5, "c": ["a", "b"] * 300, "y": ["p", "q"] * 300}
     )
-    config = SchemaConfig(source="private", candidates={"c": [1, 2]})
-    release = private_schema(frame, config, "y", ["p", "q"], 4.0, np.random.default_rng(0))
+    _, release = private(frame, 8.0, candidates={"c": ["a", "b", "z"]})
+    assert (release.epsilon, release.delta) == (pytest.approx(8.0), pytest.approx(1e-6))
+    (cost,) = release.releases
+    assert cost.details["columns"] == 3 and cost.details["epsilon_per_column"] == pytest.approx(
+        8 / 3
+    )
+    assert release.schema["c"].levels == ("a", "b") and release.schema["c"].unlisted_as_missing
+    assert release.schema["x"].missing and not release.schema["x"].integer
+    assert release.schema["y"].levels == ("p", "q")
+
+
+def test_private_bounds_never_cross_and_duplicate_candidates_are_refused_before_noise():
+    frame = pd.DataFrame({"x": np.arange(20.0), "c": [1, 2] * 10, "y": ["p", "q"] * 10})
+    for seed in range(30):  # tiny epsilon: the two quantile picks often come out reversed
+        try:
+            _, release = private(frame, 0.05, seed, types={"x": "continuous"})
+        except UserInputError:  # no class released at this epsilon: no bounds to check
+            continue
+        assert release.schema["x"].lo < release.schema["x"].hi
+    with pytest.raises(UserInputError, match="lists a value twice") as refused:
+        private(frame, 1.0, candidates={"c": [1, "1"]})
+    assert not isinstance(refused.value, SchemaRefused)  # nothing was drawn, nothing to keep
+
+
+def test_private_candidates_match_by_value_and_kinds_come_from_the_released_profile():
+    frame = pd.DataFrame(
+        {
+            "c": [1.0, 2.0, np.nan] * 200,
+            "t": ["7", "x", "9"] * 200,  # a third are words: categorical
+            "n": ["7", "8", None] * 200,  # all numbers: numeric
+            "y": ["p", "q", "p"] * 200,
+        }
+    )
+    _, release = private(frame, 30.0, candidates={"c": [1, 2]})
     assert release.schema["c"].levels == (1, 2)  # float column, int candidates: still counted
-    assert release.schema.names == ["c", "t", "y"] and release.schema["t"].lo < 10
+    assert release.schema["t"].levels == ("7", "9", "x")  # strings, as the file spells them
+    assert release.schema["n"].integer and release.schema.names == ["c", "t", "n", "y"]
 
 
 def test_inferred_schema_refuses_nothing_silently():
     frame = pd.DataFrame({"k": ["one"] * 10, "v": [1.0] * 10, "y": ["a", "b"] * 5})
     release = inferred_schema(frame, SchemaConfig(source="unsafe_infer"), "y", ["a", "b"])
     assert release.schema.names == ["y"]
-    assert len(release.messages) == 2 and release.notes
+    assert set(release.dropped) == {"k", "v"} and release.notes
 
 
 def test_one_vs_rest_keeps_missing_and_relabels_the_rest():
@@ -268,7 +313,7 @@ def test_type_overrides_make_a_numeric_column_categorical():
     frame = pd.DataFrame({"code": [1, 2, 1, 2], "y": ["a", "b", "a", "b"]})
     config = SchemaConfig(source="unsafe_infer", types={"code": "categorical"})
     dataset = DatasetConfig(name="t", file="", target="y")
-    rows, release = resolve_schema(frame, dataset, config, 1.0, np.random.default_rng(0))
+    rows, release = resolve_schema(frame, dataset, config, (1.0, 1e-5), np.random.default_rng(0))
     assert release.schema["code"].levels == (1, 2) and list(rows.columns) == ["code", "y"]
 
 

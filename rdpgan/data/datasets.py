@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
@@ -52,23 +53,48 @@ def table_path(config: DatasetConfig, root: str | None = None) -> Path:
     return Path(config.path) if config.path else data_root(root) / config.file
 
 
-def read_frame(config: DatasetConfig, root: str | None = None) -> pd.DataFrame:
-    """The raw rows of the file ``config`` names, with its target column checked present."""
+SEPARATORS = (",", ";", "\t", "|")
+
+
+def separator(path: Path, config: DatasetConfig) -> str:
+    """``dataset.sep``, or (when it is null) the candidate the header line holds most of: a
+    header is column names, public; the rows are never looked at for this."""
+    if config.sep is not None:
+        return config.sep
+    if not config.header:
+        return ","
+    with path.open(encoding="utf-8-sig", errors="replace") as file:
+        header = file.readline()
+    return max(SEPARATORS, key=header.count)
+
+
+def read_frame(
+    config: DatasetConfig, root: str | None = None, as_text: bool = False
+) -> pd.DataFrame:
+    """The raw rows of the file ``config`` names, with its target column checked present.
+
+    ``as_text`` keeps every cell as the file spells it (without surrounding spaces; an empty
+    cell is missing), for schemas that decide kinds themselves. A UTF-8 byte-order mark and
+    Windows line endings are read as any spreadsheet writes them.
+    """
     path = table_path(config, root)
     if not path.is_file():
         where = "" if config.path else f" (data root {data_root(root)}; set data.root= or "
         hint = "" if config.path else f"${DATA_ENV}, or fetch the data with `{DOWNLOAD_HINT}`)"
         raise UserInputError(f"data file {path} not found{where}{hint}")
+    sep = separator(path, config)
     try:
         frame = pd.read_csv(
             path,
             header=0 if config.header else None,
             names=list(config.column_names) if config.column_names else None,
-            sep=config.sep,
+            sep=sep,
             na_values=list(config.na_values),
             keep_default_na=True,
             skipinitialspace=config.skipinitialspace,
             skip_blank_lines=True,
+            encoding="utf-8-sig",
+            dtype=str if as_text else None,
         )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise UserInputError(f"cannot read {path}: {first_line(exc)}") from exc
@@ -76,11 +102,13 @@ def read_frame(config: DatasetConfig, root: str | None = None) -> pd.DataFrame:
         raise UserInputError(f"{path} has no data rows")
     if frame.shape[1] == 1:
         raise UserInputError(
-            f"{path} reads as a single column with separator {config.sep!r}; "
+            f"{path} reads as a single column with separator {sep!r}; "
             "is the file separated by something else (set dataset.sep)?"
         )
     if config.target not in frame.columns:
         raise UserInputError(f"target column {config.target!r} is not in {path}")
+    if as_text:
+        frame = frame.apply(lambda column: column.str.strip()).replace("", np.nan)
     return frame
 
 
@@ -95,14 +123,18 @@ def read_table(config: DatasetConfig, root: str | None = None) -> Table:
 
 
 def split(
-    frame: pd.DataFrame, target: str, test_size: float, seed: int
+    frame: pd.DataFrame, target: str, test_size: float, seed: int, stratify: bool = True
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Stratified train/test split; only the train part is ever shown to the generator."""
+    """Train/test split (stratified by ``target`` unless told not to); only the train part is
+    ever shown to the generator."""
     if not 0.0 < test_size < 1.0:
         raise UserInputError(f"test_size must be in (0, 1), got {test_size}")
     try:
         train, test = train_test_split(
-            frame, test_size=test_size, random_state=seed, stratify=frame[target]
+            frame,
+            test_size=test_size,
+            random_state=seed,
+            stratify=frame[target] if stratify else None,
         )
     except ValueError as exc:
         raise UserInputError(f"cannot split {target!r} stratified: {exc}") from exc

@@ -16,6 +16,7 @@ one unit: adding or removing a private row adds or removes exactly one clipped t
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +31,9 @@ from torch import nn
 
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.randomness import SecretRandomness
+
+# Opacus logs one INFO line per wrapped layer ("under Ghost Clipping"): noise for a user.
+logging.getLogger("opacus").setLevel(logging.WARNING)
 
 
 @contextmanager

@@ -3,8 +3,11 @@
 The ledger is the single place that decides a run's epsilon. Each release (the noisy label
 histogram, DP-SGD on the discriminator, a private schema, ...) is one entry. Gaussian entries
 are (noise_multiplier, sample_rate, steps) triples that the run's accountant composes (RDP,
-PRV, ...); pure epsilon-DP entries (Laplace, exponential mechanism) carry their epsilon and are
-added to the accountant's epsilon by basic composition, which is valid for any accountant.
+PRV, ...). Pure epsilon-DP entries (Laplace, exponential mechanism) carry their epsilon, and
+approximate entries (a stability-based histogram) their (epsilon, delta): both are added to the
+accountant's result by basic composition, which is valid for any accountant and under adaptive
+choice. The accountant then gets what is left of delta: the run is (epsilon_spent, delta)-DP
+with epsilon_spent = eps_accountant(delta - sum of their deltas) + sum of their epsilons.
 Anything the user opted out of (a non-private baseline, a schema read off the data) is
 written as a loud note and clears ``end_to_end``, so no output can look more private than it
 is. ``privacy.json`` holds enough to recompute the epsilon from scratch (see
@@ -34,6 +37,8 @@ APPROXIMATE_NOTE = (
 
 
 LEDGER_FILE = "privacy.json"  # a run directory's ledger
+# Release kinds added to the accountant's epsilon by basic composition.
+BASIC_KINDS = ("pure", "approximate")
 
 
 class BudgetExhausted(UserInputError):
@@ -47,7 +52,7 @@ class BudgetExhausted(UserInputError):
 @dataclass
 class Release:
     """One mechanism applied to private data: ``kind`` is ``gaussian`` (with its accounting
-    triple) or ``pure`` (with its ``epsilon``)."""
+    triple), ``pure`` (with its ``epsilon``) or ``approximate`` (with ``epsilon`` and ``delta``)."""
 
     name: str
     kind: str
@@ -56,6 +61,7 @@ class Release:
     steps: int = 0
     details: dict[str, Any] = field(default_factory=dict)
     epsilon: float | None = None
+    delta: float | None = None
 
     def triple(self) -> tuple[float, float, int]:
         return (float(self.noise_multiplier), float(self.sample_rate), int(self.steps))
@@ -131,9 +137,14 @@ class PrivacyLedger:
     def history(self) -> list[tuple[float, float, int]]:
         return [r.triple() for r in self.releases if r.kind == "gaussian" and r.steps > 0]
 
-    def pure_epsilon(self) -> float:
-        """The pure epsilon-DP releases, composed by simple addition."""
-        return pure_epsilon(r.to_dict() for r in self.releases)
+    def basic_epsilon(self) -> float:
+        """The pure and approximate releases' epsilons, composed by simple addition."""
+        return basic_epsilon(r.to_dict() for r in self.releases)
+
+    @property
+    def accountant_delta(self) -> float:
+        """The delta left to the accountant once the approximate releases have taken theirs."""
+        return accountant_delta(self.delta, (r.to_dict() for r in self.releases))
 
     def cost(self, release: Release) -> float | None:
         """The epsilon (at this ledger's delta) of ``release`` on its own, for the record.
@@ -143,14 +154,14 @@ class PrivacyLedger:
         """
         if not self.private:
             return None
-        if release.kind == "pure":
+        if release.kind in BASIC_KINDS:
             return release.epsilon
         triples = [release.triple()] if release.steps > 0 else []
-        return accountants.epsilon(self.accountant, triples, self.delta)
+        return accountants.epsilon(self.accountant, triples, self.accountant_delta)
 
     def gaussian_budget(self) -> float:
-        """What the Gaussian releases (label counts, DP-SGD) may spend after the pure ones."""
-        return self.epsilon_target - self.pure_epsilon()
+        """What the Gaussian releases (marginals, DP-SGD) may spend after the basic ones."""
+        return self.epsilon_target - self.basic_epsilon()
 
     def calibrate(
         self, sample_rate: float, steps: int, target: float, alone: bool = False
@@ -161,7 +172,7 @@ class PrivacyLedger:
         prior = [] if alone else self.history()
         try:
             return accountants.calibrate_noise_multiplier(
-                self.accountant, prior, sample_rate, steps, target, self.delta
+                self.accountant, prior, sample_rate, steps, target, self.accountant_delta
             )
         except ValueError as exc:
             raise UserInputError(f"{exc} (raise epsilon or change the budget split)") from exc
@@ -169,17 +180,17 @@ class PrivacyLedger:
     def epsilon(self) -> float:
         if not self.private:
             return math.inf
-        gaussian = accountants.epsilon(self.accountant, self.history(), self.delta)
-        return gaussian + self.pure_epsilon()
+        gaussian = accountants.epsilon(self.accountant, self.history(), self.accountant_delta)
+        return gaussian + self.basic_epsilon()
 
     def record(self, release: Release) -> Release:
         """Add a release already made (e.g. the label histogram)."""
         self.releases.append(release)
-        if self.private and self.epsilon() > self.epsilon_target:
+        if self.private and (self.accountant_delta <= 0 or self.epsilon() > self.epsilon_target):
             self.releases.pop()
             raise BudgetExhausted(
-                f"the {release.name} release would take epsilon past {self.epsilon_target:g}: "
-                "raise epsilon or lower what it spends"
+                f"the {release.name} release would take epsilon past {self.epsilon_target:g} "
+                f"or delta past {self.delta:g}: raise the budget or lower what it spends"
             )
         if self.on_record is not None:
             self.on_record()
@@ -200,7 +211,7 @@ class PrivacyLedger:
             noise_multiplier,
             sample_rate,
             self.gaussian_budget(),
-            self.delta,
+            self.accountant_delta,
             limit=max_steps,
         )
         self._step_limits[name] = min(max_steps, affordable)
@@ -256,7 +267,7 @@ class PrivacyLedger:
             ledger.warn(note)
         if record.get("noise_source", "seeded") == "seeded":  # older runs were seeded
             ledger.use_seeded_noise()
-        fields = {"name", "kind", "noise_multiplier", "sample_rate", "steps", "epsilon"}
+        fields = {"name", "kind", "noise_multiplier", "sample_rate", "steps", "epsilon", "delta"}
         for entry in record["mechanisms"]:
             details = {k: v for k, v in entry.items() if k not in fields}
             limit = details.pop("step_limit", None)
@@ -270,8 +281,9 @@ class PrivacyLedger:
 
 def recompute_epsilon(ledger: dict[str, Any]) -> float:
     """Epsilon from a ``privacy.json`` alone, independently of the run that wrote it."""
-    gaussian = accountants.epsilon(ledger["accountant"], gaussian_history(ledger), ledger["delta"])
-    return gaussian + pure_epsilon(ledger["mechanisms"])
+    delta = accountant_delta(ledger["delta"], ledger["mechanisms"])
+    gaussian = accountants.epsilon(ledger["accountant"], gaussian_history(ledger), delta)
+    return gaussian + basic_epsilon(ledger["mechanisms"])
 
 
 def gaussian_history(ledger: dict[str, Any]) -> list[tuple[float, float, int]]:
@@ -283,6 +295,11 @@ def gaussian_history(ledger: dict[str, Any]) -> list[tuple[float, float, int]]:
     ]
 
 
-def pure_epsilon(mechanisms: Iterable[dict[str, Any]]) -> float:
-    """The pure epsilon-DP releases among ``mechanisms``, by basic composition."""
-    return float(sum(m["epsilon"] for m in mechanisms if m["kind"] == "pure"))
+def basic_epsilon(mechanisms: Iterable[dict[str, Any]]) -> float:
+    """The pure and approximate releases among ``mechanisms``, by basic composition."""
+    return float(sum(m["epsilon"] for m in mechanisms if m["kind"] in BASIC_KINDS))
+
+
+def accountant_delta(delta: float, mechanisms: Iterable[dict[str, Any]]) -> float:
+    """``delta`` less what the approximate releases among ``mechanisms`` spent."""
+    return delta - float(sum(m["delta"] for m in mechanisms if m["kind"] == "approximate"))

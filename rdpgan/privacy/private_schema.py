@@ -22,7 +22,7 @@ touches every column, so the queries compose sequentially):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,10 @@ from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
 from rdpgan.data.datasets import check_target, read_frame, split
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
-from rdpgan.privacy.ledger import Release, pure_epsilon
+from rdpgan.privacy.ledger import Release, basic_epsilon
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism
 from rdpgan.privacy.mechanisms.laplace import laplace_noise
+from rdpgan.privacy.mechanisms.stability import stable_keys
 
 SOURCES = ("declared", "private", "unsafe_infer")
 KINDS = ("continuous", "categorical")
@@ -62,27 +63,46 @@ SIGNED_LOG_GRID = np.sign(ROUND_GRID) * np.log1p(np.abs(ROUND_GRID))
 
 @dataclass
 class SchemaRelease:
-    """A schema and what it cost: pure-DP releases, opt-out notes, and what was dropped."""
+    """A schema and what it cost: the releases, opt-out notes, and the columns dropped (with
+    why, in released facts only)."""
 
     schema: Schema
     releases: list[Release] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    messages: list[str] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)
     # The class the target was collapsed to one-vs-rest around (None: not collapsed).
     one_vs_rest: Any = None
+    # The target class scored as positive, as the schema spells it (None: the user's label).
+    positive: Any = None
 
     @property
     def epsilon(self) -> float:
-        return pure_epsilon(r.to_dict() for r in self.releases)
+        return basic_epsilon(r.to_dict() for r in self.releases)
+
+    @property
+    def delta(self) -> float:
+        return sum(r.delta for r in self.releases if r.kind == "approximate")
+
+    def summary(self, epsilon: float) -> str:
+        """One line for the console; the details go to the run's ``schema.yaml``."""
+        columns = self.schema.columns
+        categorical = sum(isinstance(c, Categorical) for c in columns)
+        line = (
+            f"{categorical} categorical, {len(columns) - categorical} numeric, "
+            f"{len(self.dropped)} dropped"
+        )
+        if self.dropped:
+            line += f" ({', '.join(self.dropped)})"
+        if self.releases:
+            line += f"; epsilon {self.epsilon:.3g} of {epsilon:g}, delta {self.delta:.2g}"
+        return line
 
 
 def one_vs_rest(frame: pd.DataFrame, target: str, positive: Any) -> pd.DataFrame:
-    """The target as two classes: ``positive`` and ``not <positive>`` (a public relabelling)."""
+    """The target as two classes: ``positive`` and ``not <positive>`` (a public relabelling),
+    matched by :func:`class_key` (1 = 1.0, ">50K." = ">50K")."""
     labels = frame[target]
-    try:  # by value for numbers (1 = 1.0), as text otherwise
-        matches = pd.to_numeric(labels, errors="coerce") == float(positive)
-    except (TypeError, ValueError):
-        matches = labels.astype(str) == str(positive)
+    matches = labels.map(class_key, na_action="ignore") == class_key(positive)
     out = frame.copy()
     out[target] = np.where(matches, str(positive), f"not {positive}")
     out.loc[labels.isna(), target] = np.nan
@@ -118,7 +138,12 @@ def declared_schema(dataset: DatasetConfig, config: SchemaConfig) -> Schema:
                 "or use schema=private (paid from epsilon) or schema=unsafe_infer"
             )
         return Schema.from_specs(dataset.columns)
-    path = Path(config.file)
+    return read_schema_file(Path(config.file))
+
+
+def read_schema_file(path: Path) -> Schema:
+    """A YAML list of column specs, or a mapping with such a list under ``columns`` (the
+    ``schema.yaml`` a run writes)."""
     if not path.is_file():
         raise UserInputError(f"schema file {path} not found")
     try:
@@ -132,6 +157,31 @@ def declared_schema(dataset: DatasetConfig, config: SchemaConfig) -> Schema:
         return Schema.from_specs(specs)
     except TypeError as exc:
         raise UserInputError(f"schema file {path}: {exc}") from exc
+
+
+def schema_yaml(release: SchemaRelease, source: str) -> str:
+    """``release`` as the YAML ``schema.file=`` reads, with what it cost and what was dropped,
+    so a user can review it, edit it and declare it next time."""
+    head = {
+        "private": f"Released with DP (schema=private): epsilon {release.epsilon:.4g}, "
+        f"delta {release.delta:.3g}, in the run's privacy.json.",
+        "unsafe_infer": "NOT PRIVATE: read off the rows (schema=unsafe_infer).",
+        "declared": "Declared (public), as given.",
+    }[source]
+    defaults = asdict(ColumnSpec())
+    columns = [
+        {
+            key: value
+            for key, value in spec.items()
+            if key in ("name", "kind") or value != defaults[key]
+        }
+        for spec in release.schema.to_specs()
+    ]
+    body = {"columns": columns, "dropped": dict(release.dropped)}
+    return (
+        f"# {head}\n# Reuse it as a declared schema (free): schema.file=schema.yaml\n"
+        + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
+    )
 
 
 def round_quantile_scores(
@@ -182,104 +232,292 @@ def _grid_step(value: float, direction: int) -> float:
     return float(ROUND_GRID[min(max(index, 0), len(ROUND_GRID) - 1)])
 
 
-def _private_columns(
-    frame: pd.DataFrame, config: SchemaConfig, target: str
-) -> tuple[list[str], list[str], list[str]]:
-    """(continuous columns, categorical columns, messages), decided by the configuration alone.
+# A column's value profile: each row lands in exactly one of these cells.
+PROFILE_CELLS = ("missing", "text", "zero", "integer", "fraction")
+# Decisions read off a column's noisy profile (post-processing of one Laplace histogram).
+EMPTY_SHARE = 0.02  # fewer values than this share of the rows: the column is dropped
+NUMERIC_SHARE = 0.9  # at least this share of the values parse as numbers: numeric
+FRACTION_SHARE = 0.1  # fewer fractions than this share of the numbers: integer
+POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a code of its own
+# Of a column's epsilon, the profile takes this share; the bounds (3 quantiles) or the levels
+# take the rest. A target is categorical by definition: it needs no profile.
+PROFILE_SHARE = 0.25
 
-    Under ``private`` a column's kind must not depend on the rows (one stray text value would
-    turn a numeric dtype into text and change the schema): a column is categorical when it has
-    candidates (or ``schema.types`` says so and gives candidates), continuous otherwise, its
-    non-numeric values then read as missing.
+
+@dataclass(frozen=True)
+class Budget:
+    """What each column's releases may spend: the schema's share split evenly over columns
+    (every row touches every column, so the columns compose sequentially)."""
+
+    epsilon: float
+    delta: float
+
+
+def value_profile(series: pd.Series) -> np.ndarray:
+    """Rows per :data:`PROFILE_CELLS` cell. Each row counts in exactly one cell, so adding or
+    removing one row changes one count by one: L1 sensitivity 1."""
+    numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+    missing = series.isna().to_numpy()
+    number = ~np.isnan(numbers)
+    zero = number & (numbers == 0)
+    with np.errstate(invalid="ignore"):
+        fraction = number & np.isfinite(numbers) & (numbers != np.round(numbers))
+    cells = [missing, ~missing & ~number, zero, number & ~zero & ~fraction, fraction]
+    return np.array([cell.sum() for cell in cells], dtype=float)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A column's noisy :func:`value_profile` and what it implies."""
+
+    missing: float
+    text: float
+    zero: float
+    integer: float
+    fraction: float
+
+    @property
+    def numbers(self) -> float:
+        return self.zero + self.integer + self.fraction
+
+    @property
+    def empty(self) -> bool:
+        present = self.numbers + self.text
+        return bool(present <= EMPTY_SHARE * max(present + self.missing, 1.0))
+
+    @property
+    def kind(self) -> str:
+        return (
+            "continuous"
+            if self.numbers >= NUMERIC_SHARE * (self.numbers + self.text)
+            else ("categorical")
+        )
+
+    @property
+    def is_integer(self) -> bool:
+        return bool(self.fraction < FRACTION_SHARE * self.numbers)
+
+    @property
+    def zero_mass(self) -> bool:
+        return bool(self.zero >= POINT_MASS_SHARE * self.numbers)
+
+
+def dp_profile(series: pd.Series, epsilon: float, rng: np.random.Generator) -> Profile:
+    """:func:`value_profile` with Laplace noise: epsilon-DP."""
+    return Profile(*map(float, laplace_noise(value_profile(series), 1.0, epsilon, rng)))
+
+
+def dp_levels(
+    series: pd.Series, config: SchemaConfig, budget: Budget, rng: np.random.Generator
+) -> list[Any]:
+    """A categorical column's released levels: from its public candidates (Laplace counts over
+    a threshold, pure epsilon) or, without candidates, a stability-based histogram of the
+    values it holds ((epsilon, delta): the levels need no list). At most ``max_levels`` of
+    them, the most frequent by noisy count (post-processing)."""
+    name = series.name
+    if name in config.candidates:
+        candidates = list(config.candidates[name])
+        noisy = laplace_noise(candidate_counts(series, candidates), 1.0, budget.epsilon, rng)
+        found = {c: n for c, n in zip(candidates, noisy, strict=True) if n >= 3.0 / budget.epsilon}
+    else:
+        counts = series.dropna().astype(str).value_counts().to_dict()
+        found = stable_keys(counts, budget.epsilon, budget.delta, rng)
+    frequent = sorted(found, key=lambda level: -found[level])[: config.max_levels]
+    return sorted(frequent, key=str)
+
+
+def dp_bounds(
+    values: np.ndarray, quantiles: tuple[float, float], epsilon: float, rng: np.random.Generator
+) -> tuple[float, float]:
+    """Round bounds around the ``quantiles`` of ``values``, with ``epsilon`` per quantile (three:
+    the median, then the two picks near it). One grid step outward (a factor of 2 to 2.5) keeps
+    most of the tail beyond the quantiles instead of clipping it (post-processing)."""
+    median = dp_round_quantile(values, 0.5, epsilon, rng)
+    picks = sorted(dp_round_quantile(values, q, epsilon, rng, median) for q in quantiles)
+    return _grid_step(picks[0], -1), _grid_step(picks[1], +1)
+
+
+def numeric_spec(
+    series: pd.Series,
+    profile: Profile,
+    quantiles: tuple[float, float],
+    epsilon: float,
+    rng: np.random.Generator,
+) -> ColumnSpec:
+    """A numeric column's spec: integer-ness and a point mass at 0 from its profile, bounds by
+    :func:`dp_bounds` (of the values other than 0 when 0 has a code of its own)."""
+    values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+    if profile.zero_mass:
+        values = values[values != 0]
+    lo, hi = dp_bounds(values, quantiles, epsilon, rng)
+    if profile.zero_mass:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    transform = "log1p" if lo >= 0 and hi > 100 * max(lo, 1.0) else "none"
+    return ColumnSpec(
+        str(series.name),
+        "continuous",
+        lo,
+        hi,
+        integer=profile.is_integer,
+        transform=transform,
+        missing=True,
+        point_masses=[0.0] if profile.zero_mass else [],
+    )
+
+
+def column_spec(
+    series: pd.Series, config: SchemaConfig, budget: Budget, rng: np.random.Generator
+) -> ColumnSpec | str:
+    """One column's released spec, or why it is dropped (a reason made of released facts).
+
+    Its kind comes from ``schema.types`` (public) or else from its noisy profile; values that
+    cannot be read as that kind read as missing (every column may be missing).
     """
-    _check_types(frame, config)
-    continuous, categorical, messages = [], [], []
-    for name in frame.columns:
-        if name == target:
-            continue
-        kind = config.types.get(name, "categorical" if name in config.candidates else None)
-        if kind == "categorical":
-            if name not in config.candidates:
-                raise UserInputError(
-                    f"schema.types.{name}=categorical needs schema.candidates.{name}=[...] "
-                    "under schema=private"
-                )
-            categorical.append(name)
-        else:
-            continuous.append(name)
-            if kind is None:
-                messages.append(
-                    f"column {name!r} is treated as continuous (no schema.candidates.{name}); "
-                    "text values read as missing: give candidates or schema.drop it"
-                )
-    return continuous, categorical, messages
+    name = str(series.name)
+    profile = dp_profile(series, PROFILE_SHARE * budget.epsilon, rng)
+    rest = Budget((1.0 - PROFILE_SHARE) * budget.epsilon, budget.delta)
+    if profile.empty:
+        return "(almost) every value is missing"
+    declared = config.types.get(name, "categorical" if name in config.candidates else None)
+    if (declared or profile.kind) == "continuous":
+        return numeric_spec(series, profile, _quantiles(config), rest.epsilon / 3.0, rng)
+    levels = dp_levels(series, config, rest, rng)
+    if len(levels) < 2:
+        return "fewer than two levels released (free text, an identifier or a constant?)"
+    return ColumnSpec(name, "categorical", levels=levels, missing=True, unlisted_as_missing=True)
+
+
+def _quantiles(config: SchemaConfig) -> tuple[float, float]:
+    lo_q, hi_q = sorted(config.quantiles)
+    if not 0.0 <= lo_q < hi_q <= 1.0:
+        raise UserInputError("schema.quantiles must be two numbers in [0, 1]")
+    return lo_q, hi_q
+
+
+def class_key(value: Any) -> str:
+    """A class label's identity when matching ``dataset.positive_label``: numbers by value, and
+    text without surrounding spaces or one trailing dot (UCI's test files write ">50K.")."""
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text[:-1] if text.endswith(".") and len(text) > 1 else text
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def private_target(
+    frame: pd.DataFrame,
+    dataset: DatasetConfig,
+    config: SchemaConfig,
+    budget: Budget,
+    rng: np.random.Generator,
+) -> tuple[pd.DataFrame, list[Any], Any]:
+    """(rows, released classes, positive class): the classes are empty when the target was
+    collapsed to one-vs-rest around the positive class; the positive class is the released
+    spelling of ``dataset.positive_label`` (matched by :func:`class_key`), if given.
+
+    The classes are released like any categorical column's levels. Rows whose class was not
+    released (or is missing) are left out, by a rule applied to each row alone; refusing
+    instead would tell whether such a row exists.
+    """
+    target, positive = dataset.target, dataset.positive_label
+    classes = dp_levels(frame[target], config, budget, rng)
+    shown = ", ".join(repr(str(c)) for c in classes[:5]) or "none"
+    if positive is not None:
+        matches = [c for c in classes if class_key(c) == class_key(positive)]
+        if not matches:
+            raise UserInputError(
+                f"dataset.positive_label={positive!r} is not among the target's released "
+                f"classes ({shown})"
+            )
+        if len(classes) > 2 or len(matches) > 1:
+            frame = one_vs_rest(frame, target, positive)
+            return frame[frame[target].notna()].reset_index(drop=True), [], positive
+        positive = matches[0]
+    if len(classes) != 2:
+        hint = "; set dataset.positive_label=CLASS to model CLASS vs the rest"
+        raise UserInputError(
+            f"target {target!r} has {len(classes)} released classes ({shown})"
+            + (hint if len(classes) > 2 else "")
+        )
+    return released_classes_only(frame, target, classes), classes, positive
+
+
+def released_classes_only(frame: pd.DataFrame, target: str, classes: list[Any]) -> pd.DataFrame:
+    """The rows whose target is one of ``classes``: a rule applied to each row alone."""
+    read = Categorical(target, tuple(classes), missing=True, unlisted_as_missing=True)
+    return frame[read.encode(frame[target]) < len(classes)].reset_index(drop=True)
+
+
+class SchemaRefused(UserInputError):
+    """Bad input found after a private schema drew its noise: the run must record what the
+    schema spent before it stops (the refusal itself is computed from released values)."""
+
+    def __init__(self, message: str, releases: list[Release]):
+        super().__init__(message)
+        self.spent = SchemaRelease(Schema([]), releases)  # the cost, without a schema
+
+
+def _check_private_settings(config: SchemaConfig) -> None:
+    """Settings errors, found before any noise is drawn."""
+    _quantiles(config)
+    for name, candidates in config.candidates.items():
+        if len({str(c) for c in candidates}) != len(candidates):
+            # Two equal candidates would count the same rows twice (L1 sensitivity 2).
+            raise UserInputError(f"schema.candidates.{name} lists a value twice")
 
 
 def private_schema(
     frame: pd.DataFrame,
+    dataset: DatasetConfig,
     config: SchemaConfig,
-    target: str,
-    target_levels: list[Any],
     epsilon: float,
+    delta: float,
     rng: np.random.Generator,
-) -> SchemaRelease:
-    """Bounds and levels released with ``epsilon`` in total (pure DP, basic composition)."""
-    continuous, categorical, messages = _private_columns(frame, config, target)
-    lo_q, hi_q = sorted(config.quantiles)
-    if not 0.0 <= lo_q < hi_q <= 1.0:
-        raise UserInputError("schema.quantiles must be two numbers in [0, 1]")
-    queries = 3 * len(continuous) + len(categorical)  # median, lower, upper; one histogram
-    if queries == 0:
-        raise UserInputError("schema=private has no column it can release")
-    per_query = epsilon / queries
-    specs: list[ColumnSpec] = []
-    for name in continuous:
-        values = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float)
-        # Post-processing: one grid step outward (a factor of 2 to 2.5) keeps most of the tail
-        # beyond the quantiles instead of clipping it.
-        median = dp_round_quantile(values, 0.5, per_query, rng)
-        picks = sorted(dp_round_quantile(values, q, per_query, rng, median) for q in (lo_q, hi_q))
-        lo, hi = _grid_step(picks[0], -1), _grid_step(picks[1], +1)
-        transform = "log1p" if lo >= 0 and hi > 100 * max(lo, 1.0) else "none"
-        specs.append(
-            ColumnSpec(
-                name,
-                "continuous",
-                lo,
-                hi,
-                transform=transform,
-                missing=True,
-            )
-        )
-    threshold = 3.0 / per_query
-    for name in categorical:
-        candidates = list(config.candidates[name])
-        if len({str(c) for c in candidates}) != len(candidates):
-            # Two equal candidates would count the same rows twice (L1 sensitivity 2).
-            raise UserInputError(f"schema.candidates.{name} lists a value twice")
-        noisy = laplace_noise(candidate_counts(frame[name], candidates), 1.0, per_query, rng)
-        kept = [c for c, count in zip(candidates, noisy, strict=True) if count >= threshold]
-        if len(kept) < 2:
-            messages.append(f"dropped column {name!r}: fewer than two levels survived the noise")
-            continue
-        specs.append(
-            ColumnSpec(name, "categorical", levels=kept, missing=True, unlisted_as_missing=True)
-        )
-    specs.append(ColumnSpec(target, "categorical", levels=list(target_levels)))
-    releases = [
-        Release(
-            "schema",
-            "pure",
-            epsilon=epsilon,
-            details={
-                "mechanisms": "exponential (quantile bounds), laplace (candidate counts)",
-                "queries": queries,
-                "epsilon_per_query": per_query,
-            },
-        )
-    ]
-    ordered = [s for n in frame.columns for s in specs if s.name == n]
-    return SchemaRelease(Schema.from_specs(ordered), releases, [], messages)
+) -> tuple[pd.DataFrame, SchemaRelease]:
+    """(rows, schema) with every column's kind, bounds and levels released, and the target's
+    classes; (epsilon, delta) in total, split evenly over the columns (basic composition).
+
+    The cost is fixed before any noise is drawn; bad input found after that raises
+    :class:`SchemaRefused` carrying it.
+    """
+    _check_private_settings(config)
+    target = dataset.target
+    features = [name for name in frame.columns if name != target]
+    budget = Budget(epsilon / (len(features) + 1), delta / (len(features) + 1))
+    release = Release(
+        "schema",
+        "approximate",
+        epsilon=epsilon,
+        delta=delta,
+        details={
+            "mechanisms": "laplace (value profiles, candidate counts), exponential (quantile "
+            "bounds), stability-based histogram (levels without candidates)",
+            "columns": len(features) + 1,
+            "epsilon_per_column": budget.epsilon,
+            "delta_per_column": budget.delta,
+        },
+    )
+    try:
+        frame, classes, positive = private_target(frame, dataset, config, budget, rng)
+        specs: list[ColumnSpec] = []
+        dropped: dict[str, str] = {}
+        for name in features:
+            spec = column_spec(frame[name], config, budget, rng)
+            if isinstance(spec, str):
+                dropped[name] = spec
+            else:
+                specs.append(spec)
+        collapsed = not classes
+        classes = one_vs_rest_classes(positive) if collapsed else classes
+        specs.append(ColumnSpec(target, "categorical", levels=list(classes)))
+        ordered = [s for n in frame.columns for s in specs if s.name == n]
+        schema = SchemaRelease(Schema.from_specs(ordered), [release], dropped=dropped)
+    except UserInputError as exc:
+        raise SchemaRefused(str(exc), [release]) from exc
+    schema.one_vs_rest = positive if collapsed else None
+    schema.positive = str(positive) if collapsed else positive
+    return frame, schema
 
 
 def inferred_schema(
@@ -287,7 +525,8 @@ def inferred_schema(
 ) -> SchemaRelease:
     """Bounds and levels read off the data: NOT private, and the release says so."""
     kinds = column_kinds(frame, config, target)
-    specs, messages = [], []
+    specs: list[ColumnSpec] = []
+    dropped: dict[str, str] = {}
     for name in frame.columns:
         series = frame[name]
         missing = bool(series.isna().any())
@@ -297,19 +536,19 @@ def inferred_schema(
             values = pd.to_numeric(series, errors="coerce")
             lo, hi = values.min(), values.max()
             if not lo < hi:
-                messages.append(f"dropped column {name!r}: constant (or empty)")
+                dropped[name] = "constant (or empty)"
                 continue
             integer = is_integer_dtype(series)
             specs.append(ColumnSpec(name, "continuous", lo, hi, integer=integer, missing=missing))
         else:
             levels = sorted(series.dropna().unique().tolist(), key=str)
             if len(levels) > config.max_levels:
-                messages.append(
-                    f"dropped column {name!r}: {len(levels)} distinct values (more than "
-                    f"schema.max_levels={config.max_levels}; free text or an identifier?)"
+                dropped[name] = (
+                    f"{len(levels)} distinct values (more than schema.max_levels="
+                    f"{config.max_levels}; free text or an identifier?)"
                 )
             elif len(levels) < 2:
-                messages.append(f"dropped column {name!r}: constant (or empty)")
+                dropped[name] = "constant (or empty)"
             else:
                 # Levels absent from the train split (e.g. in held-out rows) read as missing.
                 specs.append(
@@ -317,14 +556,19 @@ def inferred_schema(
                         name, "categorical", levels=levels, missing=True, unlisted_as_missing=True
                     )
                 )
-    return SchemaRelease(Schema.from_specs(specs), [], [UNSAFE_NOTE], messages)
+    return SchemaRelease(Schema.from_specs(specs), [], [UNSAFE_NOTE], dropped)
+
+
+def one_vs_rest_classes(positive: Any) -> list[str]:
+    return [str(positive), f"not {positive}"]
 
 
 def _target_levels(
-    frame: pd.DataFrame, dataset: DatasetConfig, config: SchemaConfig, declared: Schema | None
+    frame: pd.DataFrame, dataset: DatasetConfig, declared: Schema | None
 ) -> tuple[pd.DataFrame, list[Any], bool]:
-    """The target's public classes, collapsing to one-vs-rest (True) when there are more
-    than two."""
+    """The target's public classes (declared, or read off the rows under ``unsafe_infer``),
+    collapsing to one-vs-rest (True) when there are more than two, or when the declared classes
+    are already a one-vs-rest pair around ``dataset.positive_label`` (a reused ``schema.yaml``)."""
     target, positive = dataset.target, dataset.positive_label
     if frame[target].isna().any():
         raise UserInputError(f"target column {target!r} has missing values")
@@ -332,34 +576,54 @@ def _target_levels(
         column = declared[target]
         if not isinstance(column, Categorical):
             raise UserInputError(f"target {target!r} must be a categorical column in the schema")
-        levels: list[Any] | None = list(column.levels)
-    elif config.source == "private":
-        levels = list(config.candidates[target]) if target in config.candidates else None
-    else:  # unsafe_infer
+        levels = list(column.levels)
+    else:
         levels = sorted(frame[target].unique().tolist(), key=str)
-    if levels is not None and len(levels) <= 2:
+    if positive is not None and levels == one_vs_rest_classes(positive):
+        return one_vs_rest(frame, target, positive), levels, True
+    if len(levels) <= 2:
         return frame, levels, False
     if positive is None:
         raise UserInputError(
-            f"target {target!r} has "
-            + (f"{len(levels)} classes" if levels else "no public list of classes")
-            + "; set dataset.positive_label=CLASS to model CLASS vs the rest"
-            + ("" if levels else f" (or schema.candidates.{target}=[...])")
+            f"target {target!r} has {len(levels)} classes; set dataset.positive_label=CLASS "
+            "to model CLASS vs the rest"
         )
-    return one_vs_rest(frame, target, positive), [str(positive), f"not {positive}"], True
+    return one_vs_rest(frame, target, positive), one_vs_rest_classes(positive), True
+
+
+def _released_target(
+    frame: pd.DataFrame, dataset: DatasetConfig, released: Schema
+) -> tuple[pd.DataFrame, SchemaRelease]:
+    """The rows as a run that already released ``released`` saw them (resume, evaluation)."""
+    gone = [name for name in released.names if name not in frame.columns]
+    if gone:
+        raise UserInputError(f"the run's schema names column {gone[0]!r}, not in the data")
+    target, positive = dataset.target, dataset.positive_label
+    classes = list(released[target].levels)
+    release = SchemaRelease(released)
+    if positive is not None and classes == one_vs_rest_classes(positive):
+        frame = one_vs_rest(frame, target, positive)
+        release.one_vs_rest, release.positive = positive, str(positive)
+    else:
+        matches = [
+            c for c in classes if positive is not None and class_key(c) == class_key(positive)
+        ]
+        release.positive = matches[0] if matches else None
+    return released_classes_only(frame, target, classes), release
 
 
 def resolve_schema(
     frame: pd.DataFrame,
     dataset: DatasetConfig,
     config: SchemaConfig,
-    epsilon: float,
+    budget: tuple[float, float],
     rng: np.random.Generator | None,
     released: Schema | None = None,
 ) -> tuple[pd.DataFrame, SchemaRelease]:
     """The training rows (relabelled, restricted to the schema) and the schema's release.
 
     ``frame`` must be the training split only: nothing here may look at held-out rows.
+    ``budget`` is the run's (epsilon, delta), of which a private schema spends its fractions.
     ``released`` is a private schema this run has already paid for: it is used as it is, so
     resuming or evaluating a run releases nothing new. Otherwise a private schema is drawn
     with ``rng``, the run's DP noise.
@@ -372,35 +636,40 @@ def resolve_schema(
     if dataset.target in config.drop:
         raise UserInputError("schema.drop cannot drop the target")
     frame = frame.drop(columns=list(config.drop))
-    declared = declared_schema(dataset, config) if config.source == "declared" else None
-    frame, levels, collapsed = _target_levels(frame, dataset, config, declared)
-    if declared is not None:
-        if collapsed:
-            declared = Schema(
-                [
-                    c if c.name != dataset.target else Categorical(c.name, tuple(levels))
-                    for c in declared.columns
-                ]
-            )
-        release = SchemaRelease(declared)
-    elif config.source == "private" and released is not None:
-        gone = [name for name in released.names if name not in frame.columns]
-        if gone:
-            raise UserInputError(f"the run's schema names column {gone[0]!r}, not in the data")
-        release = SchemaRelease(released)
+    _check_types(frame, config)
+    if config.source == "private" and released is not None:
+        frame, release = _released_target(frame, dataset, released)
     elif config.source == "private":
         if rng is None:
             raise ValueError("a private schema needs its noise generator")
-        if not 0.0 < config.epsilon_fraction < 1.0:
-            raise UserInputError("schema.epsilon_fraction must be in (0, 1)")
-        spend = config.epsilon_fraction * epsilon
-        release = private_schema(frame, config, dataset.target, levels, spend, rng)
+        for name in ("epsilon_fraction", "delta_fraction"):
+            if not 0.0 < getattr(config, name) < 1.0:
+                raise UserInputError(f"schema.{name} must be in (0, 1)")
+        epsilon, delta = budget
+        frame, release = private_schema(
+            frame,
+            dataset,
+            config,
+            config.epsilon_fraction * epsilon,
+            config.delta_fraction * delta,
+            rng,
+        )
     else:
-        release = inferred_schema(frame, config, dataset.target, levels)
-    if collapsed:
-        release.one_vs_rest = dataset.positive_label
-    if declared is not None:  # Schema.conform names any column missing from or extra to it
-        return frame, release
+        declared = declared_schema(dataset, config) if config.source == "declared" else None
+        frame, levels, collapsed = _target_levels(frame, dataset, declared)
+        if declared is None:
+            release = inferred_schema(frame, config, dataset.target, levels)
+        else:
+            target = Categorical(dataset.target, tuple(levels))
+            release = SchemaRelease(
+                Schema([c if c.name != target.name else target for c in declared.columns])
+            )
+            # Schema.conform names any column missing from or extra to a declared schema.
+        if collapsed:
+            release.one_vs_rest = dataset.positive_label
+            release.positive = str(dataset.positive_label)
+        if declared is not None:
+            return frame, release
     return frame[release.schema.names], release
 
 
@@ -408,7 +677,7 @@ def load_tables(
     dataset: DatasetConfig,
     config: SchemaConfig,
     root: str | None,
-    epsilon: float,
+    budget: tuple[float, float],
     rng: np.random.Generator | None,
     released: Schema | None = None,
     check_rows: Callable[[int], None] | None = None,
@@ -417,25 +686,38 @@ def load_tables(
 
     A declared schema is applied before the split, exactly as :func:`load_split` does for the
     registered data sets (same rows in the same split); the others are built from the train
-    split alone, so the held-out rows never influence what the generator may produce.
+    split alone, so the held-out rows never influence what the generator may produce. A
+    private schema reads every cell as text (its kinds and levels are released, not guessed
+    by pandas) and splits without stratifying (a stratified split refuses rare or missing
+    classes, and a refusal would tell they exist).
     ``check_rows`` sees the number of train rows before a schema is drawn from them.
     """
-    frame = read_frame(dataset, root)
+    private = config.source == "private"
+    frame = read_frame(dataset, root, as_text=private)
     if config.source == "declared":
-        frame, release = resolve_schema(frame, dataset, config, epsilon, rng)
+        frame, release = resolve_schema(frame, dataset, config, budget, rng)
         frame = release.schema.conform(frame)
         check_target(frame, release.schema, dataset.target)
         train, test = split(frame, dataset.target, dataset.test_size, dataset.split_seed)
         return train, test, release
-    raw_train, raw_test = split(frame, dataset.target, dataset.test_size, dataset.split_seed)
+    raw_train, raw_test = split(
+        frame, dataset.target, dataset.test_size, dataset.split_seed, stratify=not private
+    )
     if check_rows is not None:
         check_rows(len(raw_train))
-    train, release = resolve_schema(raw_train, dataset, config, epsilon, rng, released)
-    train = _conform_inferred(train, release.schema)
-    check_target(train, release.schema, dataset.target)
+    train, release = resolve_schema(raw_train, dataset, config, budget, rng, released)
+    try:
+        train = _conform_inferred(train, release.schema)
+        check_target(train, release.schema, dataset.target)
+    except UserInputError as exc:
+        if release.releases:
+            raise SchemaRefused(str(exc), release.releases) from exc
+        raise
     test = raw_test.drop(columns=list(config.drop))
     if release.one_vs_rest is not None:
         test = one_vs_rest(test, dataset.target, release.one_vs_rest)
+    classes = list(release.schema[dataset.target].levels)
+    test = released_classes_only(test, dataset.target, classes)
     return train, _conform_inferred(test[release.schema.names], release.schema), release
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from scipy.stats import norm
 
 from rdpgan.privacy import accountants
-from rdpgan.privacy.ledger import gaussian_history, pure_epsilon
+from rdpgan.privacy.ledger import BASIC_KINDS, accountant_delta, basic_epsilon, gaussian_history
 
 # Privacy profile sampled at these deltas: from far below any sensible delta up to 1/2.
 PROFILE_DELTAS = np.logspace(-12, np.log10(0.5), 40)
@@ -31,17 +31,21 @@ PROFILE_DELTAS = np.logspace(-12, np.log10(0.5), 40)
 def privacy_profile(ledger: dict[str, Any]) -> list[tuple[float, float]]:
     """(epsilon, delta) pairs the run satisfies, from its own accountant (``privacy.json``).
 
-    Pure epsilon-DP releases add their epsilon at every delta (basic composition). A delta
-    the accountant cannot evaluate is left out: fewer pairs only loosen the curve.
+    Pure and approximate releases add their epsilon at every delta (basic composition), and
+    the approximate ones their delta too, so a profile delta at or below theirs is left out. A
+    delta the accountant cannot evaluate is left out as well: fewer pairs only loosen the curve.
     """
-    history, pure = gaussian_history(ledger), pure_epsilon(ledger["mechanisms"])
+    history, basic = gaussian_history(ledger), basic_epsilon(ledger["mechanisms"])
     profile = []
     for delta in PROFILE_DELTAS:
+        left = accountant_delta(float(delta), ledger["mechanisms"])
+        if left <= 0:
+            continue
         try:
-            eps = accountants.epsilon(ledger["accountant"], history, float(delta))
+            eps = accountants.epsilon(ledger["accountant"], history, left)
         except ValueError:  # e.g. PRV's grid outgrows its cap at tiny delta: skip that point
             continue
-        profile.append((eps + pure, float(delta)))
+        profile.append((eps + basic, float(delta)))
     return profile
 
 
@@ -63,8 +67,8 @@ def gdp_tradeoff(alpha: np.ndarray, mu: float) -> np.ndarray:
 
 
 def clt_mu(ledger: dict[str, Any]) -> float | None:
-    """mu of the Gaussian releases by the CLT, or None when pure-DP releases are composed too
-    (a pure epsilon-DP mechanism has no finite-mu GDP form that composes this way)."""
-    if any(m["kind"] == "pure" for m in ledger["mechanisms"]):
+    """mu of the Gaussian releases by the CLT, or None when pure or approximate releases are
+    composed too (they have no finite-mu GDP form that composes this way)."""
+    if any(m["kind"] in BASIC_KINDS for m in ledger["mechanisms"]):
         return None
     return accountants.gdp_mu(gaussian_history(ledger))
