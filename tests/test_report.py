@@ -9,7 +9,8 @@ import pytest
 from rdpgan.audit import audit, exact_copy_rate
 from rdpgan.cli import read_run_config
 from rdpgan.io import read_json
-from rdpgan.privacy.tradeoff import gdp_tradeoff, privacy_profile, tradeoff
+from rdpgan.privacy import accountants
+from rdpgan.privacy.tradeoff import clt_mu, gdp_tradeoff, privacy_profile, tradeoff
 from rdpgan.report import ALPHAS, guarantee_tpr, write_report
 from rdpgan.runs import load_run_tables
 from rdpgan.synthesizer import DPCGAN
@@ -140,3 +141,15 @@ def test_a_dp_run_stays_inside_its_guarantee(tmp_path, tiny_csv):
     leak = audit(DPCGAN.load(run).transformer, train, holdout, synthetic=train, seed=0)
     assert outside_guarantee(leak, bound) != []
     assert "δ = 0.001)-DP by the `rdp` accountant" in (run / "report.md").read_text()
+
+
+def test_the_profile_leaves_out_deltas_an_approximate_release_has_already_used():
+    gaussian = {"name": "d", "kind": "gaussian", "noise_multiplier": 1.0, "sample_rate": 0.01}
+    schema = {"name": "schema", "kind": "approximate", "epsilon": 0.5, "delta": 1e-6}
+    ledger = {"accountant": "rdp", "mechanisms": [schema, {**gaussian, "steps": 1000}]}
+    profile = privacy_profile(ledger)
+    assert profile and all(delta > 1e-6 for _, delta in profile)
+    for eps, delta in profile:  # the Gaussian part at what is left of delta, plus 0.5
+        rest = accountants.epsilon("rdp", [(1.0, 0.01, 1000)], delta - 1e-6)
+        assert eps == pytest.approx(rest + 0.5)
+    assert clt_mu(ledger) is None

@@ -171,3 +171,33 @@ def test_a_pure_release_past_the_budget_is_refused():
     ledger = PrivacyLedger(1.0, 1e-5, "rdp")
     with pytest.raises(BudgetExhausted):
         ledger.record(Release("schema", "pure", epsilon=1.5))
+
+
+def test_an_approximate_release_adds_its_epsilon_and_takes_its_delta_from_the_accountant():
+    """A stability histogram's (epsilon, delta): the accountant composes the Gaussian releases
+    at what is left of delta, and everything planned after it (calibration, the DP-SGD step
+    limit) sees that smaller delta."""
+    with_schema = PrivacyLedger(4.0, 1e-5, "rdp")
+    with_schema.record(Release("schema", "approximate", epsilon=0.5, delta=4e-6))
+    assert with_schema.accountant_delta == pytest.approx(6e-6)
+    pure_only = PrivacyLedger(4.0, 1e-5, "rdp")
+    pure_only.record(Release("schema", "pure", epsilon=0.5))
+    for ledger in (with_schema, pure_only):
+        ledger.open_dp_sgd("d", 1.0, 0.01, 10**6)
+    release = with_schema.releases[-1]
+    assert with_schema.steps_left(release) < pure_only.steps_left(pure_only.releases[-1])
+    release.steps = with_schema.steps_left(release)
+    spent = with_schema.epsilon()
+    gaussian = accountants.epsilon("rdp", with_schema.history(), 6e-6)
+    assert spent == pytest.approx(gaussian + 0.5) and spent <= 4.0
+    record = with_schema.to_dict()
+    assert record["mechanisms"][0]["delta"] == 4e-6
+    assert recompute_epsilon(record) == pytest.approx(record["epsilon_spent"], abs=1e-12)
+    assert PrivacyLedger.from_dict(record).epsilon() == pytest.approx(spent, abs=1e-12)
+
+
+def test_an_approximate_release_that_leaves_no_delta_is_refused():
+    ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+    with pytest.raises(BudgetExhausted, match="delta"):
+        ledger.record(Release("schema", "approximate", epsilon=0.1, delta=1e-5))
+    assert not ledger.releases

@@ -11,7 +11,9 @@ what is compared is the noiseless quantity the mechanism adds noise to.
 - Each sampling-rate-1 release: the label histogram (L2 sensitivity 1), the marginals (every
   feature's [class, code] counts, sqrt(features)), the pair selection's utilities (1, with the
   epsilon its exponential mechanisms use charged), the pair marginals (sqrt(pairs)), and the
-  private schema's scores and counts (sensitivity 1).
+  private schema's queries on raw cells: value profiles, candidate counts, the stability
+  histogram's counts and the quantile scores (sensitivity 1 each, with the epsilons and deltas
+  they use adding up to no more than the ledger's entry).
 
 A control shows the check has power: with BatchNorm in G (the coupling this file was written
 to catch), the other pairs' fakes move and the bound is broken.
@@ -28,11 +30,14 @@ import pytest
 import torch
 
 from rdpgan import measure
+from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.data.discretize import table_sizes
 from rdpgan.data.schema import Schema
 from rdpgan.models import Discriminator, Generator
+from rdpgan.privacy import private_schema as private_schema_module
 from rdpgan.privacy.dp_sgd import DPSGD
 from rdpgan.privacy.ledger import PrivacyLedger
+from rdpgan.privacy.mechanisms.stability import stability_threshold
 from rdpgan.privacy.private_schema import candidate_counts, round_quantile_scores
 from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
 from rdpgan.training import CGANTrainer
@@ -482,3 +487,102 @@ def test_the_private_schema_queries_move_by_at_most_one():
             assert np.abs(scores[1] - scores[0]).max() <= 1.0 + SLACK
         counts = [candidate_counts(t["c"], ["a", "b", "c"]) for t in (table, bigger)]
         assert np.abs(counts[1] - counts[0]).sum() <= 1.0 + SLACK
+
+
+def raw_rows(rng: np.random.Generator, n: int, classes: tuple[str, ...]) -> pd.DataFrame:
+    """Raw CSV cells, as ``schema=private`` reads them (text): numbers with words, zeros and
+    fractions, missing cells, rare and one-off levels, and a target with a trailing-dot variant."""
+
+    def pick(values, p=None):
+        return rng.choice(np.array(values, dtype=object), n, p=p)
+
+    return pd.DataFrame(
+        {
+            "num": pick(["0", "1", "2.5", "17", "1e308", "-inf", "word", None]),
+            "int": pick(["0", "3", "40", "41", None]),
+            "cat": pick(["a", "b", "c", f"one-off-{rng.integers(10**6)}", None]),
+            "mix": pick(["1", "two", "3", None]),
+            "y": pick(list(classes)),
+        }
+    )
+
+
+class SchemaQueries:
+    """Every mechanism ``private_schema`` calls, replaced by a recorder of its noiseless input
+    and the budget it uses. Outputs are noiseless on a first run, then replayed on the
+    neighbour, so both tables take the same branches and their queries pair up."""
+
+    def __init__(self, monkeypatch, replay: SchemaQueries | None = None):
+        self.calls: list[tuple[str, object, float, float]] = []
+        self.outputs: list[object] = []
+        self.replay = replay
+        for name in ("laplace_noise", "stable_keys", "exponential_mechanism"):
+            monkeypatch.setattr(private_schema_module, name, getattr(self, name))
+
+    def _answer(self, noiseless: object) -> object:
+        out = noiseless if self.replay is None else self.replay.outputs[len(self.outputs)]
+        self.outputs.append(out)
+        return out
+
+    def laplace_noise(self, value, sensitivity, epsilon, rng):
+        assert sensitivity == 1.0
+        self.calls.append(("laplace", np.asarray(value, dtype=float), epsilon, 0.0))
+        return self._answer(np.asarray(value, dtype=float))
+
+    def stable_keys(self, counts, epsilon, delta, rng):
+        self.calls.append(("stable", dict(counts), epsilon, delta))
+        threshold = stability_threshold(epsilon, delta)
+        return self._answer({k: float(c) for k, c in counts.items() if c >= threshold})
+
+    def exponential_mechanism(self, utilities, epsilon, sensitivity, rng, prior=None):
+        assert sensitivity == 1.0
+        self.calls.append(("exponential", np.asarray(utilities, dtype=float), epsilon, 0.0))
+        return self._answer(int(np.argmax(utilities)))
+
+
+def test_the_private_schema_queries_move_by_at_most_one_and_spend_what_the_ledger_says(
+    monkeypatch,
+):
+    """Kinds, levels, bounds and classes: each query's input moves by at most its declared
+    sensitivity 1 between neighbouring raw tables, and the epsilons and deltas the queries use
+    add up to no more than the release the ledger records."""
+    config = SchemaConfig(source="private", candidates={"int": ["0", "3", "40"]})
+    kinds, worst = set(), 0.0
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        # One-vs-rest around "yes" (with its "yes." variant), or two classes as they come.
+        classes, positive = [(("yes", "yes.", "no", "maybe"), "yes"), (("p", "q"), None)][seed % 2]
+        dataset = DatasetConfig(name="t", file="", target="y", positive_label=positive)
+        table = raw_rows(rng, int(rng.integers(150, 400)), classes)
+        where = int(rng.integers(0, len(table) + 1))
+        x = raw_rows(rng, 1, classes)
+        bigger = pd.concat([table.iloc[:where], x, table.iloc[where:]], ignore_index=True)
+        # Enough epsilon that levels and classes are found (the branches worth checking).
+        budget = (float(rng.choice([20.0, 200.0])), 1e-3)
+        first = SchemaQueries(monkeypatch)
+        _, release = private_schema_module.private_schema(
+            table, dataset, config, *budget, np.random.default_rng(0)
+        )
+        second = SchemaQueries(monkeypatch, replay=first)
+        private_schema_module.private_schema(
+            bigger, dataset, config, *budget, np.random.default_rng(0)
+        )
+        assert len(first.calls) == len(second.calls)
+        for (kind, a, eps_a, delta_a), (kind_b, b, eps_b, delta_b) in zip(
+            first.calls, second.calls, strict=True
+        ):
+            assert (kind, eps_a, delta_a) == (kind_b, eps_b, delta_b)
+            kinds.add(kind)
+            if kind == "stable":
+                keys = set(a) | set(b)
+                moved = sum(abs(a.get(k, 0) - b.get(k, 0)) for k in keys)
+            elif kind == "laplace":
+                moved = float(np.abs(b - a).sum())
+            else:
+                moved = float(np.abs(b - a).max())
+            assert moved <= 1.0 + SLACK
+            worst = max(worst, moved)
+        for calls in (first.calls, second.calls):
+            assert sum(eps for _, _, eps, _ in calls) <= release.epsilon + SLACK
+            assert sum(delta for *_, delta in calls) <= release.delta + 1e-15
+    assert kinds == {"laplace", "stable", "exponential"} and worst == pytest.approx(1.0)
