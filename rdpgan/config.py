@@ -34,8 +34,9 @@ class ColumnSpec:
     # Continuous values that occur exactly and often (e.g. capital-gain = 0): each gets its own
     # code, so the generator need not hit a point exactly with a tanh output.
     point_masses: list[float] = field(default_factory=list)
-    # Categorical only: a value outside ``levels`` is read as missing instead of being an error
-    # (schemas released privately keep only the levels common enough to survive the noise).
+    # A value outside ``levels`` (categorical) or that is not a number (continuous) is read as
+    # missing instead of being an error: schemas released privately keep only the levels common
+    # enough to survive the noise, and cannot promise that every cell of a column parses.
     unlisted_as_missing: bool = False
 
 

@@ -7,9 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
+from rdpgan.cli import compose_run_config
+from rdpgan.config import SchemaConfig
+from rdpgan.data.schema import Categorical, Continuous
+from rdpgan.privacy.private_schema import load_tables
 from tests.conftest import FAST
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
@@ -62,3 +67,37 @@ def test_the_control_dataset_trains(tmp_path):
     result = run_cli("train", [*args, f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "run" / "model.pt").is_file()
+
+
+CSV_CORPUS = CORPUS / "csv"
+ACCEPTED: list[dict[str, Any]] = yaml.safe_load((CSV_CORPUS / "accepted.yaml").read_text())[
+    "accepted"
+]
+
+
+@pytest.mark.parametrize("case", ACCEPTED, ids=[case["id"] for case in ACCEPTED])
+def test_a_messy_csv_gets_a_released_schema_with_nothing_but_the_target(case):
+    """What `dataset=csv schema=private` makes of each messy file: kinds, levels and dropped
+    columns as expected, finite bounds, and rows that hold only released levels."""
+    dataset = compose_run_config(
+        ["dataset=csv", f"dataset.path={CSV_CORPUS / case['file']}", "dataset.target=label"]
+    ).dataset
+    dataset.positive_label = case.get("positive_label")
+    config = SchemaConfig(source="private")
+    rng = np.random.default_rng(0)
+    train, test, release = load_tables(dataset, config, None, (50.0, 1e-5), rng)
+    schema, expect = release.schema, case["expect"]
+    assert sorted(release.dropped) == sorted(expect.get("dropped", []))
+    for name, kind in expect.get("kinds", {}).items():
+        assert isinstance(schema[name], Continuous if kind == "continuous" else Categorical)
+    for name, levels in expect.get("levels", {}).items():
+        assert list(schema[name].levels) == levels
+    for name in expect.get("integer", []):
+        assert schema[name].integer
+    for column in schema.columns:
+        if isinstance(column, Continuous):
+            assert np.isfinite([column.lo, column.hi]).all()
+        else:
+            for rows in (train, test):
+                held = set(rows[column.name].dropna())
+                assert held <= set(column.levels), (column.name, held)

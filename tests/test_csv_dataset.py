@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -334,3 +335,38 @@ def test_dp_round_quantile_is_epsilon_dp_over_neighbouring_columns(q, near):
     worst = max(np.max(np.abs(np.log(p) - np.log(probs(other)))) for other in neighbours)
     assert worst <= epsilon + 1e-9
     assert worst >= 0.25 * epsilon  # the bound is nearly reached: the check can fail
+
+
+def test_a_raw_csv_trains_quietly_and_its_schema_yaml_trains_again_for_free(tmp_path):
+    """Nothing but the target named: a handful of lines (no Opacus INFO, one for the schema),
+    a schema.yaml that `schema.file=` reads back (then nothing is released for it), and
+    categorical columns that hold released levels only, as strings."""
+    corpus = Path(__file__).resolve().parent / "bad_inputs" / "csv"
+    base = [
+        "dataset=csv",
+        f"dataset.path={corpus / 'numbers_and_words.csv'}",
+        "dataset.target=label",
+        *TINY,
+        "epsilon=50",
+    ]
+    result = train_cli(tmp_path, *base, "schema=private")
+    assert result.returncode == 0, result.stderr
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert len(lines) <= 5 and not any("INFO" in line for line in lines), lines
+    run = tmp_path / "run"
+    released = yaml.safe_load((run / "schema.yaml").read_text())["columns"]
+    levels = {c["name"]: c["levels"] for c in released if c["kind"] == "categorical"}
+    assert set(levels) == {"half_words", "label"}
+    synthetic = pd.read_csv(run / "synthetic.csv", dtype=str, keep_default_na=False)
+    for name, allowed in levels.items():
+        assert set(synthetic[name]) - {""} <= {str(level) for level in allowed}
+
+    (tmp_path / "again").mkdir()
+    again = train_cli(tmp_path / "again", *base, f"schema.file={run / 'schema.yaml'}")
+    assert again.returncode == 0, again.stderr
+    ledger = read(tmp_path / "again" / "run", "privacy.json")
+    assert "schema" not in [m["name"] for m in ledger["mechanisms"]]
+    assert (
+        read(tmp_path / "again" / "run", "model.json")["schema"]
+        == read(run, "model.json")["schema"]
+    )

@@ -49,8 +49,11 @@ class Continuous:
     transform: str = "none"
     missing: bool = False
     point_masses: tuple[float, ...] = ()
+    unlisted_as_missing: bool = False  # a cell that is not a number reads as missing
 
     def __post_init__(self) -> None:
+        if self.unlisted_as_missing and not self.missing:
+            raise UserInputError(f"column {self.name!r}: unlisted_as_missing needs missing: true")
         if any(not self.lo <= p <= self.hi for p in self.point_masses):
             raise UserInputError(f"column {self.name!r}: point masses must lie within the bounds")
         if not (math.isfinite(self.lo) and math.isfinite(self.hi) and self.lo < self.hi):
@@ -200,6 +203,7 @@ class Schema:
                         spec.transform,
                         spec.missing,
                         tuple(float(p) for p in spec.point_masses),
+                        spec.unlisted_as_missing,
                     )
                 )
             elif spec.kind == "categorical":
@@ -233,6 +237,7 @@ class Schema:
                     None,
                     column.missing,
                     list(column.point_masses),
+                    column.unlisted_as_missing,
                 )
             else:
                 spec = ColumnSpec(
@@ -282,7 +287,7 @@ class Schema:
                 out[column.name] = column.decode(column.encode(series))
                 continue
             values = pd.to_numeric(series, errors="coerce")
-            if (values.isna() & series.notna()).any():
+            if (values.isna() & series.notna()).any() and not column.unlisted_as_missing:
                 bad = series[values.isna() & series.notna()].iloc[0]
                 raise UserInputError(f"column {column.name!r}: non-numeric value {bad!r}")
             if values.isna().any() and not column.missing:

@@ -362,6 +362,7 @@ def numeric_spec(
         transform=transform,
         missing=True,
         point_masses=[0.0] if profile.zero_mass else [],
+        unlisted_as_missing=True,
     )
 
 
@@ -434,11 +435,15 @@ def private_target(
             frame = one_vs_rest(frame, target, positive)
             return frame[frame[target].notna()].reset_index(drop=True), [], positive
         positive = matches[0]
-    if len(classes) != 2:
-        hint = "; set dataset.positive_label=CLASS to model CLASS vs the rest"
+    if len(classes) > 2:
         raise UserInputError(
-            f"target {target!r} has {len(classes)} released classes ({shown})"
-            + (hint if len(classes) > 2 else "")
+            f"target {target!r} has {len(classes)} released classes ({shown}); set "
+            "dataset.positive_label=CLASS to model CLASS vs the rest"
+        )
+    if len(classes) < 2:
+        raise UserInputError(
+            f"target {target!r} has {len(classes)} released classes ({shown}): the column is "
+            "empty, or too few rows hold a class for it to survive the noise"
         )
     return released_classes_only(frame, target, classes), classes, positive
 
@@ -534,7 +539,8 @@ def inferred_schema(
             specs.append(ColumnSpec(name, "categorical", levels=list(target_levels)))
         elif kinds[name] == "continuous":
             values = pd.to_numeric(series, errors="coerce")
-            lo, hi = values.min(), values.max()
+            finite = values[np.isfinite(values)]  # +-inf are clipped to the bounds, as any value
+            lo, hi = finite.min(), finite.max()
             if not lo < hi:
                 dropped[name] = "constant (or empty)"
                 continue
