@@ -6,7 +6,7 @@ split give the ``real`` reference row. Fidelity (:mod:`rdpgan.fidelity`) compare
 table's marginals with the real train split's; the held-out rows, scored the same way, give the
 ``floor`` (what a fresh sample of real rows achieves). The real train split is rebuilt from the
 run's own ``run.json`` (same file, same split seed) and, for a private schema, its
-``schema.json``, so it never has to be written into the run directory.
+``schema.yaml``, so it never has to be written into the run directory.
 """
 
 from __future__ import annotations
