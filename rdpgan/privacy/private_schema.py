@@ -92,7 +92,7 @@ class SchemaRelease:
             f"{len(self.dropped)} dropped"
         )
         if self.dropped:
-            line += f" ({', '.join(self.dropped)})"
+            line += f" ({'; '.join(f'{n}: {why}' for n, why in self.dropped.items())})"
         if self.releases:
             line += f"; epsilon {self.epsilon:.3g} of {epsilon:g}, delta {self.delta:.2g}"
         return line
@@ -378,13 +378,13 @@ def column_spec(
     profile = dp_profile(series, PROFILE_SHARE * budget.epsilon, rng)
     rest = Budget((1.0 - PROFILE_SHARE) * budget.epsilon, budget.delta)
     if profile.empty:
-        return "(almost) every value is missing"
+        return "(almost) all missing"
     declared = config.types.get(name, "categorical" if name in config.candidates else None)
     if (declared or profile.kind) == "continuous":
         return numeric_spec(series, profile, _quantiles(config), rest.epsilon / 3.0, rng)
     levels = dp_levels(series, config, rest, rng)
     if len(levels) < 2:
-        return "fewer than two levels released (free text, an identifier or a constant?)"
+        return "fewer than two levels released"
     return ColumnSpec(name, "categorical", levels=levels, missing=True, unlisted_as_missing=True)
 
 
