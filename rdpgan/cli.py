@@ -9,15 +9,19 @@ to ``@hydra.main`` for the run directory, logging and multirun.
 
 from __future__ import annotations
 
-import shutil
+import os
+import shlex
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig, OmegaConf
 
@@ -38,6 +42,8 @@ def precheck_overrides(config_name: str, args: list[str]) -> None:
     """Compose the config as Hydra will, failing in one line on any config error."""
     if any(arg.startswith("-") for arg in args):
         return  # --multirun, --help, --cfg ...: Hydra's own modes, left to Hydra
+    for arg in args:  # one at a time, so the message can name the override at fault
+        refuse_unparsable(arg)
     overrides = [
         a
         for a in args
@@ -49,6 +55,26 @@ def precheck_overrides(config_name: str, args: list[str]) -> None:
             OmegaConf.to_object(compose(config_name, overrides=overrides))
     except Exception as exc:  # Hydra and OmegaConf raise many types; all mean "bad config"
         fail(first_line(exc))
+
+
+def refuse_unparsable(arg: str) -> None:
+    """Fail in one line, naming ``arg`` and how to quote it, when Hydra's override grammar
+    cannot parse it (its own report is an ANTLR message over several lines, without a fix:
+    an unquoted ``dataset.positive_label=>50K.`` is the usual culprit)."""
+    try:
+        OverridesParser.create().parse_overrides([arg])
+        return
+    except OverrideParseException:
+        pass
+    key, equals, value = arg.partition("=")
+    if not equals:
+        fail(f"cannot parse the override '{arg}': write it as key=value")
+    escaped = value.replace('"', '\\"')
+    example = shlex.quote(f'{key}="{escaped}"')
+    fail(
+        f"cannot parse the override '{arg}': quote a value with special characters, e.g. "
+        f"{example} (single quotes for the shell, double quotes for Hydra)"
+    )
 
 
 def compose_run_config(overrides: list[str] | None = None) -> RunConfig:
@@ -94,36 +120,83 @@ def read_run_config(directory: Path) -> RunConfig:
         raise UserInputError(f"{path} is not a valid run record: {first_line(exc)}") from exc
 
 
+# Each directory that might come to hold the run directory, with the names it held when the
+# command started (before Hydra made anything): ``remove_new_files`` deletes only what is new.
+_LISTED_AT_START: dict[Path, frozenset[str]] = {}
+
+
+def record_existing_dirs(config_name: str, args: list[str]) -> None:
+    """Call before Hydra starts. By the time a job runs, Hydra has made its run directory and
+    any missing parents, so only a listing taken now tells them from a directory the user
+    made (an empty ``X`` in ``hydra.run.dir=X/run`` must outlive a failed run). Lists the
+    current directory, the fixed part of each ``hydra.run.dir``/``hydra.sweep.dir`` given,
+    and the run and sweep directories the config resolves to, with all their parents."""
+    places = [os.getcwd()]
+    for arg in args:
+        key, _, value = arg.lstrip("+").partition("=")
+        if key in ("hydra.run.dir", "hydra.sweep.dir"):
+            places.append(value.split("${")[0])  # the part no interpolation can change
+    if not any(arg.startswith("-") for arg in args):  # else Hydra's flags shape the config
+        register_configs()
+        try:
+            with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
+                cfg = compose(config_name, overrides=args, return_hydra_config=True)
+                places += [cfg.hydra.run.dir, cfg.hydra.sweep.dir]  # ${now:...} resolved
+        except Exception:  # e.g. a ${hydra:...} in the directory: the places above remain
+            pass
+    for place in places:
+        path = Path(os.path.abspath(place))  # as Hydra spells runtime.output_dir
+        for directory in (path, *path.parents):
+            if directory not in _LISTED_AT_START and directory.is_dir():
+                with suppress(OSError):  # unlisted: all inside counts as pre-existing
+                    _LISTED_AT_START[directory] = frozenset(os.listdir(directory))
+
+
+def made_by_this_command(path: Path) -> bool:
+    """Whether ``path`` is known to be new: it, or a parent, was missing from a directory
+    listed at start. Anything unknown counts as pre-existing, so is never deleted."""
+    path = Path(os.path.abspath(path))
+    for each in (path, *path.parents):
+        if each.parent != each and each.parent in _LISTED_AT_START:
+            return each.name not in _LISTED_AT_START[each.parent]
+    return False
+
+
 def existing_files(directory: Path) -> set[Path]:
     return set(directory.rglob("*")) if directory.is_dir() else set()
-
-
-def _hydra_own(path: Path) -> bool:
-    return ".hydra" in path.parts or path.suffix == ".log"
 
 
 def remove_new_files(
     directory: Path, before: set[Path], keep: Callable[[Path], bool] | None = None
 ) -> None:
-    """Undo a failed run: delete what it created (but the files ``keep`` accepts), and the
-    run directory if Hydra made it for us and nothing is kept.
+    """Undo a failed run: delete what it created (but the files ``keep`` accepts), then the
+    run directory and its parents while they are empty and ``made_by_this_command``.
 
-    ``before`` is the listing taken when the job started (Hydra's own files already in it).
+    ``before`` is the listing taken when the job started; of it (Hydra's log, a resumed run's
+    files), only what ``made_by_this_command`` goes. Without ``record_existing_dirs`` nothing
+    is known new, so the run directory stays. Nothing that existed when the command started is
+    deleted, and an ``OSError`` (a mount point, permissions) leaves a path in place rather than
+    end in a traceback.
     """
-    for path in sorted(existing_files(directory) - before, reverse=True):  # deepest first
-        if _hydra_own(path) or (keep is not None and keep(path)):
+    for path in sorted(existing_files(directory), reverse=True):  # deepest first
+        if (path in before and not made_by_this_command(path)) or (keep and keep(path)):
             continue
-        if path.is_file():
-            path.unlink()
-        elif not any(path.iterdir()):
-            path.rmdir()
-    made_for_this_run = all(_hydra_own(p) for p in before)
-    if made_for_this_run and all(_hydra_own(p) for p in existing_files(directory)):
-        shutil.rmtree(directory, ignore_errors=True)
-        parent = directory.parent
-        while parent != Path.cwd() and parent.is_dir() and not any(parent.iterdir()):
-            parent.rmdir()
-            parent = parent.parent
+        try:
+            if path.is_dir() and not path.is_symlink():
+                path.rmdir()  # only when empty: a kept file keeps its directory
+            else:
+                path.unlink()
+        except OSError:
+            pass
+    for each in (directory, *directory.parents):
+        if not made_by_this_command(each):
+            return
+        try:
+            each.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:  # not empty (a kept ledger), or not ours to remove
+            return
 
 
 def guarded(task: Callable[[], None], cleanup: Callable[[], None] | None = None) -> None:

@@ -27,6 +27,7 @@ from rdpgan.cli import (
     guarded,
     precheck_overrides,
     read_run_config,
+    record_existing_dirs,
     remove_new_files,
     run_dir,
     to_typed,
@@ -235,6 +236,7 @@ def refuse_recorded_noise_seed(args: list[str]) -> None:
 def main() -> None:
     refuse_recorded_noise_seed(sys.argv[1:])
     precheck_overrides("config", sys.argv[1:])
+    record_existing_dirs("config", sys.argv[1:])  # before Hydra makes the run directory
     _hydra_main()
 
 

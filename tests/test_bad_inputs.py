@@ -56,8 +56,11 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing(tmp_path, request, case
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ") and case["error"] in lines[0], result.stderr
     assert "Traceback" not in result.stderr
+    kept = {Path(path) for path in case.get("keeps", [])}
+    assert kept <= listing(tmp_path), "the ledger of privacy already spent was not kept"
     for root in watched:
-        assert listing(root) == before[root], f"files left behind in {root}"
+        left = listing(root) - (kept if root == tmp_path else set())
+        assert left == before[root], f"files left behind in {root}"
 
 
 def test_the_control_dataset_trains(tmp_path):

@@ -1,0 +1,119 @@
+"""rdpgan.cli's promises to the user: an override Hydra cannot parse is one line that says how
+to quote it, and a failed run deletes only what the command itself created."""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdpgan import cli
+
+
+def train(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rdpgan.train", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+    )
+
+
+def assert_one_line_exit_2(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    assert all(needle in lines[0] for needle in needles), result.stderr
+    return lines[0]
+
+
+def test_an_unparsable_override_is_named_with_its_quoted_form(tmp_path):
+    bad = "dataset.positive_label=>50K."
+    args = ["dataset=csv", "dataset.path=x.csv", "dataset.target=income", bad]
+    line = assert_one_line_exit_2(train(tmp_path, *args), f"cannot parse the override '{bad}'")
+    assert """'dataset.positive_label=">50K."'""" in line and "quote" in line
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("arg", "needle"),
+    [("a=[1,2", """'a="[1,2"'"""), ('a=x"y>', r"""'a="x\"y>"'"""), ("abc", "key=value")],
+)
+def test_each_unparsable_override_gets_one_line(tmp_path, capsys, arg, needle):
+    with pytest.raises(SystemExit) as exit_:
+        cli.precheck_overrides("config", ["epsilon=1", arg])
+    assert exit_.value.code == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"error: cannot parse the override '{arg}'") and needle in line
+    assert len(line.splitlines()) == 1
+
+
+def failed_run(cwd: Path, run_dir: str) -> None:
+    """A run that fails after Hydra has made its directory: there is no data under data.root."""
+    result = train(cwd, f"hydra.run.dir={run_dir}", f"data.root={cwd / 'no_data'}")
+    assert_one_line_exit_2(result, "not found")
+
+
+@pytest.mark.parametrize("spelling", ["absolute", "relative"])
+def test_a_failed_run_keeps_the_empty_parent_the_user_made(tmp_path, spelling):
+    """The old cleanup walked up from the run directory deleting every empty parent."""
+    (tmp_path / "X").mkdir()
+    failed_run(tmp_path, str(tmp_path / "X" / "bad") if spelling == "absolute" else "X/bad")
+    assert (tmp_path / "X").is_dir()
+    assert not list((tmp_path / "X").iterdir())  # `bad`, and Hydra's log in it, are gone
+
+
+def test_a_failed_run_keeps_a_run_directory_the_user_made_and_its_files(tmp_path):
+    """The old cleanup took a directory holding only logs for one Hydra made, and deleted it."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.log").write_text("mine\n")
+    failed_run(tmp_path, str(mine))
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.log"]  # train.log is gone
+
+
+def test_a_failed_run_removes_the_directories_it_made_outside_the_cwd(tmp_path):
+    """Nothing existed below `elsewhere`: all of new/deeper goes, `elsewhere` and cwd stay."""
+    cwd, elsewhere = tmp_path / "cwd", tmp_path / "elsewhere"
+    cwd.mkdir()
+    elsewhere.mkdir()
+    failed_run(cwd, str(elsewhere / "new" / "deeper"))
+    assert elsewhere.is_dir() and not list(elsewhere.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd", "elsewhere"]
+
+
+@pytest.fixture
+def listed_at_start(monkeypatch):
+    """An empty record, as in a process that has not called record_existing_dirs."""
+    monkeypatch.setattr(cli, "_LISTED_AT_START", {})
+
+
+def test_without_a_record_only_files_new_since_the_job_started_go(tmp_path, listed_at_start):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train.log").write_text("")
+    before = cli.existing_files(run)
+    (run / "model.pt").write_text("")
+    cli.remove_new_files(run, before)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["run", "train.log"]
+
+
+def test_a_directory_that_will_not_go_is_left_without_a_traceback(
+    tmp_path, listed_at_start, monkeypatch
+):
+    """A mount point (EBUSY) or a read-only parent (EACCES) stays, silently."""
+    monkeypatch.chdir(tmp_path)
+    cli.record_existing_dirs("config", [f"hydra.run.dir={tmp_path / 'a' / 'run'}"])
+    (tmp_path / "a" / "run").mkdir(parents=True)
+
+    def refuse(self: Path) -> None:
+        raise OSError(errno.EBUSY, "Device or resource busy", str(self))
+
+    monkeypatch.setattr(Path, "rmdir", refuse)
+    cli.remove_new_files(tmp_path / "a" / "run", set())
+    assert (tmp_path / "a" / "run").is_dir()
