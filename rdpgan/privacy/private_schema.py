@@ -159,6 +159,21 @@ def read_schema_file(path: Path) -> Schema:
         raise UserInputError(f"schema file {path}: {exc}") from exc
 
 
+def _dropped_by_file(config: SchemaConfig, frame: pd.DataFrame) -> list[str]:
+    """The columns a declared ``schema.yaml`` lists as ``dropped`` (a run's own record of what
+    it left out), so that the file trains again as it is; those not in the data are ignored."""
+    if config.source != "declared" or config.file is None or not Path(config.file).is_file():
+        return []
+    try:
+        loaded = yaml.safe_load(Path(config.file).read_text())
+    except yaml.YAMLError:
+        return []  # declared_schema reports it
+    dropped = loaded.get("dropped") if isinstance(loaded, dict) else None
+    if not isinstance(dropped, dict):
+        return []
+    return [n for n in dropped if n in frame.columns and n not in config.drop]
+
+
 def schema_yaml(release: SchemaRelease, source: str) -> str:
     """``release`` as the YAML ``schema.file=`` reads, with what it cost and what was dropped,
     so a user can review it, edit it and declare it next time."""
@@ -641,7 +656,7 @@ def resolve_schema(
         raise UserInputError(f"schema.drop names {unknown[0]!r}, which is not a column")
     if dataset.target in config.drop:
         raise UserInputError("schema.drop cannot drop the target")
-    frame = frame.drop(columns=list(config.drop))
+    frame = frame.drop(columns=list(config.drop) + _dropped_by_file(config, frame))
     _check_types(frame, config)
     if config.source == "private" and released is not None:
         frame, release = _released_target(frame, dataset, released)

@@ -43,6 +43,7 @@ def main() -> None:
             rng,
             mostly_numbers=[*sizes, "unknown"],
             half_words=["1", "2", "many", "few"],
+            notes=[""],
             label=label,
         ),
     )
