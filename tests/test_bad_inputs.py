@@ -46,6 +46,8 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing(tmp_path, request, case
     if any("{run}" in arg for arg in case["args"]):  # only these cases pay for a training run
         places["run"] = str(request.getfixturevalue("trained_run"))
     args = [arg.format(**places) for arg in case["args"]]
+    for directory in case.get("mkdirs", []):  # made by the user before the run: must survive
+        (tmp_path / directory).mkdir(parents=True)
     watched = [Path(places[key]) for key in ("tmp", "corpus", "run") if key in places]
     before = {root: listing(root) for root in watched}
 
