@@ -166,6 +166,8 @@ class TrainConfig:
     progress: bool = True
     # Save the training state every N discriminator steps (0: only at the end).
     checkpoint_every: int = 500
+    # CPU threads for torch (null: rdpgan.threads' policy, one; see results/speed.md).
+    threads: int | None = None
 
 
 @dataclass

@@ -46,6 +46,7 @@ from rdpgan.runs import (
     release_run_tables,
 )
 from rdpgan.synthesizer import DPCGAN
+from rdpgan.threads import apply_thread_policy
 from rdpgan.training import TrainingInterrupted
 
 register_configs()
@@ -60,6 +61,7 @@ _STOPPED_EARLY = (
 def run(cfg: RunConfig, out: Path) -> DPCGAN:
     """The whole job. Every check of the settings, and of the data that does not need a
     release, runs before any output; a failure after privacy is spent keeps its ledger."""
+    apply_thread_policy(cfg.train.threads)
     if cfg.resume:
         model, test_rows = resume(cfg, out)
         return finish(model, test_rows, cfg, out)

@@ -1,9 +1,12 @@
-"""Speed benchmark: a DP discriminator step vs the same step without DP, and a full Adult run.
+"""Speed benchmark: a DP discriminator step vs the same step without DP, the thread policy,
+and a full Adult run, each quiet and with one competing busy process.
 
-    python scripts/bench_speed.py [--steps 300] [--skip-full-run]
+    python scripts/bench_speed.py [--steps 300] [--thread-steps 200] [--skip-full-run]
 
 Times the exact training code (:class:`rdpgan.training.CGANTrainer`) on the real Adult train
-split with the default model and batch size, then runs the README's main command end to end.
+split with the default model and batch size; then short runs of the README's main command with
+1 and 2 torch threads and the policy's choice, and the command itself end to end, each quiet
+and beside a busy process. Run it alone on the machine.
 Writes ``results/speed.md`` (atomically) with the command, date, machine and numbers.
 """
 
@@ -31,6 +34,7 @@ from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
+from rdpgan.threads import POLICY_THREADS, apply_thread_policy
 from rdpgan.training import CGANTrainer, adam_optimizers
 from rdpgan.transform import TableTransformer
 
@@ -90,6 +94,12 @@ def time_steps(trainer: CGANTrainer, steps: int, warmup: int = 20) -> list[float
     return times
 
 
+def commit() -> str:
+    return subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
+    ).stdout.strip()
+
+
 def machine() -> str:
     cpu = cpu_model()
     return (
@@ -103,7 +113,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--skip-full-run", action="store_true")
+    parser.add_argument("--thread-steps", type=int, default=200)
     args = parser.parse_args()
+    apply_thread_policy(None)  # the step is timed as a default run would take it
 
     rounds = {"dp": [], "plain": []}
     for _ in range(3):  # interleaved rounds, so a noisy neighbour hurts both sides alike
@@ -114,8 +126,9 @@ def main() -> None:
     lines = [
         "# Speed",
         "",
-        f"Made by `python scripts/bench_speed.py --steps {args.steps}"
-        f"{' --skip-full-run' if args.skip_full_run else ''}` on "
+        f"Made by `python scripts/bench_speed.py --steps {args.steps} --thread-steps "
+        f"{args.thread_steps}{' --skip-full-run' if args.skip_full_run else ''}` at commit "
+        f"{commit()} on "
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0 (initialisation; batches and "
         "noise from fresh OS entropy).",
         f"Machine: {machine()}.",
@@ -134,34 +147,77 @@ def main() -> None:
         f"**DP / non-private = {dp_ms / plain_ms:.2f}×** (bar: ≤ 2×).",
     ]
     if not args.skip_full_run:
-        command = [
-            sys.executable,
-            "-m",
-            "rdpgan.train",
-            "dataset=adult",
-            "epsilon=8",
-            "train.progress=false",
-        ]
-        with tempfile.TemporaryDirectory() as where:  # a fresh run directory every time
-            start = time.perf_counter()
-            subprocess.run(
-                [*command, f"hydra.run.dir={where}/run"],
-                check=True,
-                cwd=REPO,
-                stdout=subprocess.DEVNULL,
-            )
-            wall = time.perf_counter() - start
-        lines += [
-            "",
-            "## Full run",
-            "",
-            f"`python -m rdpgan.train dataset=adult epsilon=8` (defaults: {TrainConfig().epochs:g} "
-            "epochs, σ calibrated to ε=8, δ=1e-5), wall time including start-up, loading, "
-            "training, sampling and writing outputs:",
-            "",
-            f"**{wall:.1f} s** (bar: < 300 s).",
-        ]
+        lines += thread_policy_section(args.thread_steps)
     write_speed_md("\n".join(lines))
+
+
+FULL_RUN = ["dataset=adult", "epsilon=8"]  # the README's main command
+THREAD_SETTINGS = ("1", "2", "null")  # null: rdpgan.threads' policy
+
+
+def busy_competitor() -> subprocess.Popen:
+    """Another CPU-bound process (a notebook, a scorer, a second run): one busy core."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def timed_train(overrides: list[str]) -> float:
+    """Wall seconds of ``python -m rdpgan.train`` with ``overrides``, start-up to outputs."""
+    command = [sys.executable, "-m", "rdpgan.train", *overrides, "train.progress=false"]
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    with tempfile.TemporaryDirectory() as where:  # a fresh run directory every time
+        start = time.perf_counter()
+        subprocess.run(
+            [*command, f"hydra.run.dir={where}/run"],
+            check=True,
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        return time.perf_counter() - start
+
+
+def thread_policy_section(steps: int) -> list[str]:
+    """Quiet and loaded (one competing busy process) timings of a short run for 1 and 2 torch
+    threads and the policy's choice, then the full run with the policy, quiet and loaded."""
+    short = [*FULL_RUN, f"train.steps={steps}", "sample.n=1000"]
+    timings: dict[tuple[bool, str], float] = {}
+    for loaded in (False, True):
+        competitor = busy_competitor() if loaded else None
+        try:
+            for threads in THREAD_SETTINGS:
+                timings[loaded, threads] = timed_train([*short, f"train.threads={threads}"])
+            timings[loaded, "full"] = timed_train(FULL_RUN)
+        finally:
+            if competitor is not None:
+                competitor.kill()
+    quiet, busy = timings[False, "full"], timings[True, "full"]
+    return [
+        "",
+        "## Threads, quiet and loaded",
+        "",
+        f"`python -m rdpgan.train {' '.join(short)} train.threads=T` (start-up, {steps} DP steps, "
+        "sampling 1,000 rows, outputs): wall seconds, quiet and with one competing busy process "
+        "(`python -c 'while True: pass'`). The policy (`train.threads=null`, the default) uses "
+        f"{POLICY_THREADS} thread(s) and OpenMP's passive waits.",
+        "",
+        "| machine | 1 thread | 2 threads | policy |",
+        "| --- | ---: | ---: | ---: |",
+        *(
+            f"| {'loaded' if loaded else 'quiet'} | "
+            + " | ".join(f"{timings[loaded, t]:.1f}" for t in THREAD_SETTINGS)
+            + " |"
+            for loaded in (False, True)
+        ),
+        "",
+        "## Full run",
+        "",
+        f"`python -m rdpgan.train {' '.join(FULL_RUN)}` (defaults: {TrainConfig().epochs:g} "
+        "epochs, σ calibrated to ε=8, δ=1e-5, the thread policy), wall time including start-up, "
+        "loading, the releases, training, sampling and writing outputs:",
+        "",
+        f"**{quiet:.1f} s quiet, {busy:.1f} s loaded ({busy / quiet:.2f}×)** "
+        "(issue 13's bar: ≤ 60 s quiet, ≤ 1.3× that loaded).",
+    ]
 
 
 SAMPLING_MARKER = "<!-- below: scripts/bench_sampling.py -->"

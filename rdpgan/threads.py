@@ -1,0 +1,31 @@
+"""How many CPU threads a training process uses: one, unless ``train.threads`` says otherwise.
+
+The networks are small MLPs (a few hundred units, batches of ~500 rows): a second intra-op
+thread gains little on a quiet machine, and when another process keeps a core busy every
+operator waits for the thread that lost its core (13x slower measured; ``results/speed.md``,
+made by ``scripts/bench_threads.py``, has the figures behind this choice). OpenMP's threads
+also wait passively (``OMP_WAIT_POLICY=PASSIVE``, set in ``rdpgan/__init__.py`` before torch
+loads OpenMP) so an idle one never spins on a core another process needs.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+
+import torch
+
+from rdpgan.errors import UserInputError
+
+POLICY_THREADS = 1
+
+
+def apply_thread_policy(threads: int | None) -> int:
+    """Set torch's intra-op threads (``threads``, else :data:`POLICY_THREADS`) and a single
+    inter-op thread; returns the intra-op count."""
+    count = POLICY_THREADS if threads is None else threads
+    if not isinstance(count, int) or count < 1:
+        raise UserInputError(f"train.threads must be a positive integer or null, got {threads}")
+    torch.set_num_threads(count)
+    with suppress(RuntimeError):  # settable once per process: a second run keeps the first's
+        torch.set_num_interop_threads(1)
+    return count
