@@ -19,7 +19,7 @@ def test_the_policy_sets_one_thread_and_an_override_wins():
         assert apply_thread_policy(None) == POLICY_THREADS == torch.get_num_threads() == 1
         assert apply_thread_policy(2) == 2 == torch.get_num_threads()
         for bad in (0, -1, 1.5):
-            with pytest.raises(UserInputError, match="train.threads"):
+            with pytest.raises(UserInputError, match=r"train\.threads"):
                 apply_thread_policy(bad)
     finally:
         torch.set_num_threads(before)
