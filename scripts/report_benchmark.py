@@ -9,6 +9,7 @@ any time, e.g. while the grid is still filling in. Nothing here is hand-edited.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import matplotlib
@@ -210,6 +211,9 @@ def any_csv_section(results: Path) -> list[str]:
     for _, row in rows.iterrows():
         lines.append("| " + " | ".join(str(row[c]) for c in columns) + " |")
     private = rows[rows["schema"] == "schema=private"]
+    if private.empty:
+        return []
+    command = private["command"].iloc[0]
     met = (
         (private["share_of_real"] >= 0.90).all()
         and (rows["lines_printed"] <= 5).all()
@@ -223,11 +227,10 @@ def any_csv_section(results: Path) -> list[str]:
         " `schema.yaml` that run released, declared. Scored on the run's held-out rows; `real`"
         " is the same eight classifiers trained on the real train split.",
         "",
-        f"Command: `{private['command'].iloc[0] if len(private) else ''}`"
-        " (plus `dataset.path=`, `seed=` and the run directory). Machine: "
-        f"{rows['machine'].iloc[0]}.",
+        f"Command: `{re.sub(r'dataset.path=[^ ]*/', 'dataset.path=', command)}` (and the run"
+        f" directory). Machine: {rows['machine'].iloc[0]}.",
         "",
-        f"Released schema: {private['schema_summary'].iloc[0] if len(private) else ''}.",
+        f"The first run's schema line: `{private['schema_summary'].iloc[0]}`.",
         "",
         *lines,
         "",
