@@ -21,7 +21,7 @@ from rdpgan.config import RunConfig
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import atomic_write
-from rdpgan.privacy.ledger import LEDGER_FILE
+from rdpgan.privacy.ledger import LEDGER_FILE, Release
 from rdpgan.privacy.private_schema import (
     SchemaRelease,
     load_tables,
@@ -37,14 +37,16 @@ SPENDING_RECORD = (LEDGER_FILE, RUN_RECORD, RELEASED_SCHEMA, checkpoint.META, *c
 
 
 def release_run_tables(
-    cfg: RunConfig, check_rows: Callable[[int], None] | None = None
+    cfg: RunConfig,
+    check_rows: Callable[[int], None] | None = None,
+    pay: Callable[[Release], None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """A fresh run's train rows, held-out test rows and schema: a private schema is released
-    now, with fresh noise (record it with :func:`record_schema` before anything can fail),
-    after ``check_rows`` has seen the number of train rows."""
+    now, with fresh noise, after ``check_rows`` has seen the number of train rows and ``pay``
+    its cost (record it there: the noise comes next)."""
     rng = SecretRandomness(cfg.privacy.noise_seed, SCHEMA_STREAM).numpy
     budget = (cfg.epsilon, cfg.delta)
-    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, budget, rng, None, check_rows)
+    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, budget, rng, None, check_rows, pay)
 
 
 def load_run_tables(

@@ -200,7 +200,11 @@ class DPCGAN:
         self.charge_schema(release, checkpoint_dir)
         # Each later release reaches the file as soon as it is recorded, before its noise.
         self.ledger.on_record = lambda: self._ledger_to_disk(checkpoint_dir)
-        features, labels = self._encoded_rows(df, target, release.schema)
+        # Classes released (now, or by the run whose schema.yaml is declared) are not counted.
+        released = bool(release.releases) or getattr(
+            release.schema[target], "unlisted_as_missing", False
+        )
+        features, labels = self._encoded_rows(df, target, release.schema, not released)
         self.positive_label = positive_label
         torch.manual_seed(self.seed)  # public randomness only: initialisation, G's own draws
         secret = self._secret(first_step=1)
@@ -309,11 +313,12 @@ class DPCGAN:
         return model._train(features, labels, directory, secret, resume_from=(meta, tensors))
 
     def _encoded_rows(
-        self, df: pd.DataFrame, target: str, schema: Schema
+        self, df: pd.DataFrame, target: str, schema: Schema, count_classes: bool = True
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The private rows checked against the schema, encoded once: (features, label codes)."""
+        """The private rows checked against the schema, encoded once: (features, label codes).
+        ``count_classes=False`` for a paid schema: its classes are released, not counted."""
         frame = schema.conform(df)
-        check_target(frame, schema, target)
+        check_target(frame, schema, target, rows=count_classes)
         self.check_row_count(len(frame))
         if self.transformer is None:
             self.transformer = TableTransformer(schema, target, self.model_config.numeric_bins)

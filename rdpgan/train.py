@@ -36,8 +36,8 @@ from rdpgan.cli import (
 from rdpgan.config import RunConfig, register_configs
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
-from rdpgan.privacy.ledger import LEDGER_FILE
-from rdpgan.privacy.private_schema import SchemaRefused
+from rdpgan.privacy.ledger import LEDGER_FILE, Release
+from rdpgan.privacy.private_schema import SchemaRelease
 from rdpgan.runs import (
     RELEASED_SCHEMA,
     SPENDING_RECORD,
@@ -76,21 +76,19 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         seed=cfg.seed,
         device=cfg.device,
     )
-    try:
-        train_rows, test_rows, schema = release_run_tables(cfg, model.check_row_count)
-    except SchemaRefused as refused:  # keep the ledger of what the schema spent
-        spent = refused.spent
 
+    def pay(cost: Release) -> None:  # a private schema's cost, on disk before its noise
         def record_spending() -> None:
             write_run_config(out, cfg)
-            model.charge_schema(spent, out)
+            model.charge_schema(SchemaRelease.cost([cost]), out)
 
         writing(out, record_spending)
-        raise
+
+    train_rows, test_rows, schema = release_run_tables(cfg, model.check_row_count, pay)
 
     def record_run() -> None:
         write_run_config(out, cfg)
-        record_schema(out, cfg, schema)  # its cost goes into privacy.json first thing in fit
+        record_schema(out, cfg, schema)  # a private one's cost is on record already (pay)
 
     writing(out, record_run)
     if cfg.schema.source != "declared":

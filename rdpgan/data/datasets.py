@@ -37,14 +37,16 @@ class Table:
     positive_label: object
 
 
-def check_target(frame: pd.DataFrame, schema: Schema, target: str) -> None:
-    """The target must be a declared categorical column with at least two classes present."""
+def check_target(frame: pd.DataFrame, schema: Schema, target: str, rows: bool = True) -> None:
+    """The target must be a declared categorical column, never missing, with at least two
+    classes present in the rows (``rows=False`` skips that count: under a private schema the
+    classes are released, and a refusal must not depend on how many the rows hold)."""
     column = schema[target]
     if not isinstance(column, Categorical):
         raise UserInputError(f"target {target!r} must be a categorical column in the schema")
     if frame[target].isna().any():
         raise UserInputError(f"target {target!r} has missing values")
-    if frame[target].nunique() < 2:
+    if rows and frame[target].nunique() < 2:
         raise UserInputError(f"target {target!r} has a single class; nothing to condition on")
 
 

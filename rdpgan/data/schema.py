@@ -20,6 +20,8 @@ from rdpgan.config import ColumnSpec
 from rdpgan.errors import UserInputError
 
 TRANSFORMS = ("none", "log1p", "slog1p")
+# Errors about the rows never quote a cell: the console is not covered by the guarantee.
+NO_VALUES = " (the value is not shown: it comes from the private rows)"
 
 
 def _forward(transform: str, values: np.ndarray) -> np.ndarray:
@@ -131,8 +133,9 @@ class Categorical:
         if self.numeric:
             values = pd.to_numeric(series, errors="coerce")
             if (values.isna() & series.notna()).any() and not self.unlisted_as_missing:
-                bad = series[values.isna() & series.notna()].iloc[0]
-                raise UserInputError(f"column {self.name!r}: value {bad!r} is not a declared level")
+                raise UserInputError(
+                    f"column {self.name!r} holds a value that is not a declared level{NO_VALUES}"
+                )
             lookup = {float(level): i for i, level in enumerate(self.levels)}
             keys: Iterable[Any] = values.astype(float)
         else:
@@ -153,7 +156,9 @@ class Categorical:
             elif self.unlisted_as_missing:
                 codes[row] = len(self.levels)
             else:
-                raise UserInputError(f"column {self.name!r}: value {key!r} is not a declared level")
+                raise UserInputError(
+                    f"column {self.name!r} holds a value that is not a declared level{NO_VALUES}"
+                )
         return codes
 
     def decode(self, codes: np.ndarray) -> pd.Series:
@@ -288,8 +293,9 @@ class Schema:
                 continue
             values = pd.to_numeric(series, errors="coerce")
             if (values.isna() & series.notna()).any() and not column.unlisted_as_missing:
-                bad = series[values.isna() & series.notna()].iloc[0]
-                raise UserInputError(f"column {column.name!r}: non-numeric value {bad!r}")
+                raise UserInputError(
+                    f"column {column.name!r} holds a value that is not a number{NO_VALUES}"
+                )
             if values.isna().any() and not column.missing:
                 raise UserInputError(
                     f"column {column.name!r} has missing values but the schema does not "

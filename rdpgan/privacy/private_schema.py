@@ -75,6 +75,11 @@ class SchemaRelease:
     # The target class scored as positive, as the schema spells it (None: the user's label).
     positive: Any = None
 
+    @classmethod
+    def cost(cls, releases: list[Release]) -> SchemaRelease:
+        """What a schema spent, before there is a schema (to put it on record first)."""
+        return cls(Schema([]), releases)
+
     @property
     def epsilon(self) -> float:
         return basic_epsilon(r.to_dict() for r in self.releases)
@@ -179,7 +184,7 @@ def schema_yaml(release: SchemaRelease, source: str) -> str:
     so a user can review it, edit it and declare it next time."""
     head = {
         "private": f"Released with DP (schema=private): epsilon {release.epsilon:.4g}, "
-        f"delta {release.delta:.3g}, in the run's privacy.json.",
+        f"delta {release.delta:.3g} (in the run's privacy.json, unless privacy=none).",
         "unsafe_infer": "NOT PRIVATE: read off the rows (schema=unsafe_infer).",
         "declared": "Declared (public), as given.",
     }[source]
@@ -446,6 +451,11 @@ def private_target(
                 f"dataset.positive_label={positive!r} is not among the target's released "
                 f"classes ({shown})"
             )
+        if len(matches) == len(classes):
+            raise UserInputError(
+                f"target {target!r} has no released class but {positive!r} ({shown}): "
+                "nothing to tell it from"
+            )
         if len(classes) > 2 or len(matches) > 1:
             frame = one_vs_rest(frame, target, positive)
             return frame[frame[target].notna()].reset_index(drop=True), [], positive
@@ -469,15 +479,6 @@ def released_classes_only(frame: pd.DataFrame, target: str, classes: list[Any]) 
     return frame[read.encode(frame[target]) < len(classes)].reset_index(drop=True)
 
 
-class SchemaRefused(UserInputError):
-    """Bad input found after a private schema drew its noise: the run must record what the
-    schema spent before it stops (the refusal itself is computed from released values)."""
-
-    def __init__(self, message: str, releases: list[Release]):
-        super().__init__(message)
-        self.spent = SchemaRelease(Schema([]), releases)  # the cost, without a schema
-
-
 def _check_private_settings(config: SchemaConfig) -> None:
     """Settings errors, found before any noise is drawn."""
     _quantiles(config)
@@ -494,12 +495,14 @@ def private_schema(
     epsilon: float,
     delta: float,
     rng: np.random.Generator,
+    pay: Callable[[Release], None] | None = None,
 ) -> tuple[pd.DataFrame, SchemaRelease]:
     """(rows, schema) with every column's kind, bounds and levels released, and the target's
     classes; (epsilon, delta) in total, split evenly over the columns (basic composition).
 
-    The cost is fixed before any noise is drawn; bad input found after that raises
-    :class:`SchemaRefused` carrying it.
+    The cost is fixed before any noise is drawn and handed to ``pay`` first (a run writes its
+    ledger there): whatever happens after the first draw, a refusal computed from released
+    values included, the spending is on record.
     """
     _check_private_settings(config)
     target = dataset.target
@@ -518,23 +521,28 @@ def private_schema(
             "delta_per_column": budget.delta,
         },
     )
-    try:
-        frame, classes, positive = private_target(frame, dataset, config, budget, rng)
-        specs: list[ColumnSpec] = []
-        dropped: dict[str, str] = {}
-        for name in features:
-            spec = column_spec(frame[name], config, budget, rng)
-            if isinstance(spec, str):
-                dropped[name] = spec
-            else:
-                specs.append(spec)
-        collapsed = not classes
-        classes = one_vs_rest_classes(positive) if collapsed else classes
-        specs.append(ColumnSpec(target, "categorical", levels=list(classes)))
-        ordered = [s for n in frame.columns for s in specs if s.name == n]
-        schema = SchemaRelease(Schema.from_specs(ordered), [release], dropped=dropped)
-    except UserInputError as exc:
-        raise SchemaRefused(str(exc), [release]) from exc
+    if pay is not None:
+        pay(release)
+    frame, classes, positive = private_target(frame, dataset, config, budget, rng)
+    specs: list[ColumnSpec] = []
+    dropped: dict[str, str] = {}
+    for name in features:
+        spec = column_spec(frame[name], config, budget, rng)
+        if isinstance(spec, str):
+            dropped[name] = spec
+        else:
+            specs.append(spec)
+    collapsed = not classes
+    classes = one_vs_rest_classes(positive) if collapsed else classes
+    # The target reads rows outside its classes as missing, so that a run declaring this
+    # schema later leaves them out as this one did (rather than refuse, quoting one).
+    specs.append(
+        ColumnSpec(
+            target, "categorical", levels=list(classes), missing=True, unlisted_as_missing=True
+        )
+    )
+    ordered = [s for n in frame.columns for s in specs if s.name == n]
+    schema = SchemaRelease(Schema.from_specs(ordered), [release], dropped=dropped)
     schema.one_vs_rest = positive if collapsed else None
     schema.positive = str(positive) if collapsed else positive
     return frame, schema
@@ -586,30 +594,35 @@ def one_vs_rest_classes(positive: Any) -> list[str]:
 
 def _target_levels(
     frame: pd.DataFrame, dataset: DatasetConfig, declared: Schema | None
-) -> tuple[pd.DataFrame, list[Any], bool]:
-    """The target's public classes (declared, or read off the rows under ``unsafe_infer``),
-    collapsing to one-vs-rest (True) when there are more than two, or when the declared classes
-    are already a one-vs-rest pair around ``dataset.positive_label`` (a reused ``schema.yaml``)."""
+) -> tuple[pd.DataFrame, Categorical]:
+    """The rows and the target's public classes (declared, or read off the rows under
+    ``unsafe_infer``), collapsed to one-vs-rest around ``dataset.positive_label`` when there
+    are more than two, or when the declared classes are already such a pair (a reused
+    ``schema.yaml``). A declared target that reads other values as missing (a released schema)
+    leaves those rows out, as the run that released it did, instead of refusing."""
     target, positive = dataset.target, dataset.positive_label
-    if frame[target].isna().any():
+    column = declared[target] if declared is not None else None
+    if column is not None and not isinstance(column, Categorical):
+        raise UserInputError(f"target {target!r} must be a categorical column in the schema")
+    released = column is not None and column.unlisted_as_missing
+    if frame[target].isna().any() and not released:
         raise UserInputError(f"target column {target!r} has missing values")
-    if declared is not None:
-        column = declared[target]
-        if not isinstance(column, Categorical):
-            raise UserInputError(f"target {target!r} must be a categorical column in the schema")
-        levels = list(column.levels)
-    else:
-        levels = sorted(frame[target].unique().tolist(), key=str)
+    if column is None:
+        column = Categorical(target, tuple(sorted(frame[target].unique().tolist(), key=str)))
+    levels = list(column.levels)
     if positive is not None and levels == one_vs_rest_classes(positive):
-        return one_vs_rest(frame, target, positive), levels, True
-    if len(levels) <= 2:
-        return frame, levels, False
-    if positive is None:
-        raise UserInputError(
-            f"target {target!r} has {len(levels)} classes; set dataset.positive_label=CLASS "
-            "to model CLASS vs the rest"
-        )
-    return one_vs_rest(frame, target, positive), one_vs_rest_classes(positive), True
+        frame = one_vs_rest(frame, target, positive)
+    elif len(levels) > 2:
+        if positive is None:
+            raise UserInputError(
+                f"target {target!r} has {len(levels)} classes; set dataset.positive_label=CLASS "
+                "to model CLASS vs the rest"
+            )
+        frame = one_vs_rest(frame, target, positive)
+        column = Categorical(target, tuple(one_vs_rest_classes(positive)))
+    if released:
+        frame = released_classes_only(frame, target, list(column.levels))
+    return frame, column
 
 
 def _released_target(
@@ -640,6 +653,7 @@ def resolve_schema(
     budget: tuple[float, float],
     rng: np.random.Generator | None,
     released: Schema | None = None,
+    pay: Callable[[Release], None] | None = None,
 ) -> tuple[pd.DataFrame, SchemaRelease]:
     """The training rows (relabelled, restricted to the schema) and the schema's release.
 
@@ -674,23 +688,22 @@ def resolve_schema(
             config.epsilon_fraction * epsilon,
             config.delta_fraction * delta,
             rng,
+            pay,
         )
     else:
         declared = declared_schema(dataset, config) if config.source == "declared" else None
-        frame, levels, collapsed = _target_levels(frame, dataset, declared)
+        frame, target = _target_levels(frame, dataset, declared)
         if declared is None:
-            release = inferred_schema(frame, config, dataset.target, levels)
+            release = inferred_schema(frame, config, dataset.target, list(target.levels))
         else:
-            target = Categorical(dataset.target, tuple(levels))
             release = SchemaRelease(
                 Schema([c if c.name != target.name else target for c in declared.columns])
             )
-            # Schema.conform names any column missing from or extra to a declared schema.
-        if collapsed:
-            release.one_vs_rest = dataset.positive_label
-            release.positive = str(dataset.positive_label)
+        positive = dataset.positive_label
+        if positive is not None and list(target.levels) == one_vs_rest_classes(positive):
+            release.one_vs_rest, release.positive = positive, str(positive)
         if declared is not None:
-            return frame, release
+            return frame, release  # Schema.conform names any column missing or extra
     return frame[release.schema.names], release
 
 
@@ -702,6 +715,7 @@ def load_tables(
     rng: np.random.Generator | None,
     released: Schema | None = None,
     check_rows: Callable[[int], None] | None = None,
+    pay: Callable[[Release], None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """(train rows, held-out test rows, schema release) for a run, each split conformed.
 
@@ -711,29 +725,30 @@ def load_tables(
     private schema reads every cell as text (its kinds and levels are released, not guessed
     by pandas) and splits without stratifying (a stratified split refuses rare or missing
     classes, and a refusal would tell they exist).
-    ``check_rows`` sees the number of train rows before a schema is drawn from them.
+    ``check_rows`` sees the number of train rows before a schema is drawn from them, and
+    ``pay`` a private schema's cost before its noise (see :func:`private_schema`).
     """
     private = config.source == "private"
     frame = read_frame(dataset, root, as_text=private)
     if config.source == "declared":
         frame, release = resolve_schema(frame, dataset, config, budget, rng)
         frame = release.schema.conform(frame)
-        check_target(frame, release.schema, dataset.target)
-        train, test = split(frame, dataset.target, dataset.test_size, dataset.split_seed)
+        released = release.schema[dataset.target].unlisted_as_missing  # a reused schema.yaml
+        check_target(frame, release.schema, dataset.target, rows=not released)
+        train, test = split(
+            frame, dataset.target, dataset.test_size, dataset.split_seed, stratify=not released
+        )
         return train, test, release
     raw_train, raw_test = split(
         frame, dataset.target, dataset.test_size, dataset.split_seed, stratify=not private
     )
     if check_rows is not None:
         check_rows(len(raw_train))
-    train, release = resolve_schema(raw_train, dataset, config, budget, rng, released)
-    try:
-        train = _conform_inferred(train, release.schema)
-        check_target(train, release.schema, dataset.target)
-    except UserInputError as exc:
-        if release.releases:
-            raise SchemaRefused(str(exc), release.releases) from exc
-        raise
+    train, release = resolve_schema(raw_train, dataset, config, budget, rng, released, pay)
+    train = _conform_inferred(train, release.schema)
+    # Under a private schema every refusal is decided from released values: how many classes
+    # the rows hold is not one (a class can be released and hold no row; its count is noisy).
+    check_target(train, release.schema, dataset.target, rows=not private)
     test = raw_test.drop(columns=list(config.drop))
     if release.one_vs_rest is not None:
         test = one_vs_rest(test, dataset.target, release.one_vs_rest)
