@@ -52,6 +52,17 @@ FAST = [
 ]
 
 
+def run_cli(cli: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m rdpgan.<cli> <args>`` from ``cwd``, as a user types it."""
+    return subprocess.run(
+        [sys.executable, "-m", f"rdpgan.{cli}", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+    )
+
+
 def train_cli(tmp_path: Path, *overrides: str, root: Path | None = None):
     env = {**os.environ}
     if root is not None:

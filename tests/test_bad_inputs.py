@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ from rdpgan.cli import compose_run_config
 from rdpgan.config import SchemaConfig
 from rdpgan.data.schema import Categorical, Continuous
 from rdpgan.privacy.private_schema import load_tables
-from tests.conftest import FAST
+from tests.conftest import FAST, run_cli
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
 CASES: list[dict[str, Any]] = yaml.safe_load((CORPUS / "cases.yaml").read_text())["cases"]
@@ -23,16 +21,6 @@ CASES: list[dict[str, Any]] = yaml.safe_load((CORPUS / "cases.yaml").read_text()
 
 def listing(root: Path) -> set[Path]:
     return {p.relative_to(root) for p in root.rglob("*")}
-
-
-def run_cli(cli: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", f"rdpgan.{cli}", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-    )
 
 
 def as_param(case: dict[str, Any]) -> Any:

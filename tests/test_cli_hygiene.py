@@ -5,22 +5,16 @@ from __future__ import annotations
 
 import errno
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rdpgan import cli
+from tests.conftest import run_cli
 
 
 def train(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rdpgan.train", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-    )
+    return run_cli("train", list(args), cwd)
 
 
 def assert_one_line_exit_2(result: subprocess.CompletedProcess[str], *needles: str) -> str:

@@ -74,8 +74,9 @@ def test_decode_of_arbitrary_generator_output_only_yields_schema_levels():
 def test_undeclared_level_and_undeclared_missing_are_rejected():
     frame = table().astype({"colour": object})
     frame.loc[0, "colour"] = "purple"
-    with pytest.raises(UserInputError, match="purple"):
+    with pytest.raises(UserInputError, match="not a declared level") as refused:
         SCHEMA.conform(frame)
+    assert "purple" not in str(refused.value)  # a private cell is never quoted
     with pytest.raises(UserInputError, match="missing"):
         SCHEMA.conform(table().assign(age=[17, None, 30, 40]))
 
@@ -83,8 +84,9 @@ def test_undeclared_level_and_undeclared_missing_are_rejected():
 def test_non_numeric_value_in_continuous_column_is_rejected():
     frame = table().astype({"score": object})
     frame.loc[2, "score"] = "lots"
-    with pytest.raises(UserInputError, match="non-numeric"):
+    with pytest.raises(UserInputError, match="not a number") as refused:
         SCHEMA.conform(frame)
+    assert "lots" not in str(refused.value)  # a private cell is never quoted
 
 
 def test_schema_round_trips_through_its_json_specs():
