@@ -56,17 +56,22 @@ class Generator(nn.Module):
 
         blocks = [s for s in spans if s.activation == "softmax"]
         block_width = max((s.end - s.start for s in blocks), default=1)
-        index = torch.zeros(len(blocks), block_width, dtype=torch.long)
+        # Cells of the padded [blocks, width] layout: which output column each valid one is,
+        # and which valid cell (or the -inf sentinel after the last) each padded one reads.
         valid = torch.zeros(len(blocks), block_width, dtype=torch.bool)
         for row, span in enumerate(blocks):
-            index[row, : span.end - span.start] = torch.arange(span.start, span.end)
             valid[row, : span.end - span.start] = True
+        cells = torch.cat([torch.arange(s.start, s.end) for s in blocks]) if blocks else None
+        cells = torch.zeros(0, dtype=torch.long) if cells is None else cells
+        padded = torch.full(valid.shape, len(cells), dtype=torch.long)
+        padded[valid] = torch.arange(len(cells))
         self.block_spans = [(s.start, s.end) for s in blocks]
         tanh = torch.tensor([s.start for s in spans if s.activation == "tanh"], dtype=torch.long)
         # Output column j comes from position order[j] of cat([tanh values, block values]).
-        order = torch.argsort(torch.cat([tanh, index[valid]]))
+        order = torch.argsort(torch.cat([tanh, cells]))
         self.register_buffer("tanh_index", tanh, persistent=False)
-        self.register_buffer("block_index", index, persistent=False)
+        self.register_buffer("cell_index", cells, persistent=False)
+        self.register_buffer("padded_index", padded, persistent=False)
         self.register_buffer("block_valid", valid, persistent=False)
         self.register_buffer("order", order, persistent=False)
 
@@ -83,9 +88,10 @@ class Generator(nn.Module):
             config.straight_through,
         )
 
-    def gumbel_shape(self, n: int) -> tuple[int, int, int]:
-        """Shape of the uniform draws :meth:`forward` turns into Gumbel noise for ``n`` rows."""
-        return (n, *self.block_index.shape)
+    def gumbel_shape(self, n: int) -> tuple[int, int]:
+        """Shape of the uniform draws :meth:`forward` turns into Gumbel noise for ``n`` rows:
+        one per code of every one-hot block (none for the padding of the block layout)."""
+        return (n, len(self.cell_index))
 
     def forward(
         self,
@@ -101,17 +107,22 @@ class Generator(nn.Module):
         """
         hard = self.straight_through if hard is None else hard
         logits = self.head(self.body(torch.cat([z, y], dim=1)))
-        blocks = logits[:, self.block_index].masked_fill(~self.block_valid, float("-inf"))
         if uniform is None:
-            gumbel = -torch.empty_like(blocks).exponential_().log()
-        else:
-            gumbel = -(-uniform.log()).log()
-        probs = torch.softmax((blocks + gumbel) / self.gumbel_tau, dim=-1)
+            uniform = torch.rand(self.gumbel_shape(len(logits)), device=logits.device)
+        # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
+        noisy = logits[:, self.cell_index] - (-uniform.log()).log()
+        probs = torch.softmax(self._blocks(noisy) / self.gumbel_tau, dim=-1)
         if hard:  # straight-through: one-hot forward, soft gradient backward
             one_hot = torch.zeros_like(probs).scatter_(-1, probs.argmax(-1, keepdim=True), 1.0)
             probs = one_hot - probs.detach() + probs
         values = torch.tanh(logits[:, self.tanh_index])
         return torch.cat([values, probs[:, self.block_valid]], dim=1)[:, self.order]
+
+    def _blocks(self, cells: torch.Tensor) -> torch.Tensor:
+        """[batch, cells] values of the one-hot codes as [batch, blocks, width], padded with
+        -inf (a padded cell gets no probability)."""
+        sentinel = cells.new_full((len(cells), 1), float("-inf"))
+        return torch.cat([cells, sentinel], dim=1)[:, self.padded_index]
 
     def code_probs(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """[batch, columns, codes]: each column's code distribution given (z, y), padded with 0.
@@ -121,8 +132,7 @@ class Generator(nn.Module):
         which the marginal loss matches to the released (DP) marginals, differentiably.
         """
         logits = self.head(self.body(torch.cat([z, y], dim=1)))
-        blocks = logits[:, self.block_index].masked_fill(~self.block_valid, float("-inf"))
-        return torch.softmax(blocks, dim=-1)
+        return torch.softmax(self._blocks(logits[:, self.cell_index]), dim=-1)
 
     @torch.no_grad()
     def sample_parts(

@@ -186,7 +186,7 @@ class CGANTrainer:
             for i, j, map_i, map_j, target in self.pairs:
                 coarse_i = probs[:, i, : map_i.shape[0]] @ map_i
                 coarse_j = probs[:, j, : map_j.shape[0]] @ map_j
-                joint = torch.einsum("n,na,nb->ab", weights, coarse_i, coarse_j)
+                joint = (weights[:, None] * coarse_i).T @ coarse_j
                 pair_terms.append(_kl_terms(target, joint).sum())
             loss = loss + torch.stack(pair_terms).mean()
         return loss
