@@ -199,12 +199,21 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     "r8_f0.75": (ModelConfig(), FULL, replace(PrivacyConfig(), marginals_fraction=0.75)),
     "r8_bins40": (replace(ModelConfig(), numeric_bins=40), FULL, PrivacyConfig()),
     "r8_pool8": (replace(ModelConfig(), sample_pool=8), FULL, PrivacyConfig()),
+    # Round 9 (issue 13, speed): fewer, cheaper steps against the 50-epoch default.
+    "r9_e50": (ModelConfig(), FULL, PrivacyConfig()),
+    "r9_s600": (ModelConfig(), replace(FULL, steps=600), PrivacyConfig()),
+    "r9_s600_lr5e-4": (
+        ModelConfig(),
+        replace(FULL, steps=600, generator_lr=5e-4, discriminator_lr=5e-4),
+        PrivacyConfig(),
+    ),
+    "r9_s1000_c2": (ModelConfig(), replace(FULL, steps=1000, n_critic=2), PrivacyConfig()),
 }
 
 
 def round_of(name: str) -> int:
-    if name.startswith("r8_"):
-        return 8
+    if name.startswith(("r8_", "r9_")):
+        return int(name[1])
     if "_m" in name and "_f" in name:
         return 7
     if name.startswith("r5_"):
