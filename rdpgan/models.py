@@ -65,10 +65,10 @@ class Generator(nn.Module):
         cells = torch.zeros(0, dtype=torch.long) if cells is None else cells
         padded = torch.full(valid.shape, len(cells), dtype=torch.long)
         padded[valid] = torch.arange(len(cells))
-        self.block_spans = [(s.start, s.end) for s in blocks]
         tanh = torch.tensor([s.start for s in spans if s.activation == "tanh"], dtype=torch.long)
         # Output column j comes from position order[j] of cat([tanh values, block values]).
         order = torch.argsort(torch.cat([tanh, cells]))
+        self.block_spans = [(s.start, s.end) for s in blocks]
         self.register_buffer("tanh_index", tanh, persistent=False)
         self.register_buffer("cell_index", cells, persistent=False)
         self.register_buffer("padded_index", padded, persistent=False)
@@ -110,7 +110,7 @@ class Generator(nn.Module):
         if uniform is None:
             uniform = torch.rand(self.gumbel_shape(len(logits)), device=logits.device)
         # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
-        noisy = logits[:, self.cell_index] - (-uniform.log()).log()
+        noisy = logits.index_select(1, self.cell_index) - (-uniform.log()).log()
         probs = torch.softmax(self._blocks(noisy) / self.gumbel_tau, dim=-1)
         if hard:  # straight-through: one-hot forward, soft gradient backward
             one_hot = torch.zeros_like(probs).scatter_(-1, probs.argmax(-1, keepdim=True), 1.0)
@@ -122,7 +122,10 @@ class Generator(nn.Module):
         """[batch, cells] values of the one-hot codes as [batch, blocks, width], padded with
         -inf (a padded cell gets no probability)."""
         sentinel = cells.new_full((len(cells), 1), float("-inf"))
-        return torch.cat([cells, sentinel], dim=1)[:, self.padded_index]
+        padded = torch.cat([cells, sentinel], dim=1)
+        # index_select, not fancy indexing: several times faster on a CPU.
+        flat = padded.index_select(1, self.padded_index.flatten())
+        return flat.view(len(cells), *self.padded_index.shape)
 
     def code_probs(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """[batch, columns, codes]: each column's code distribution given (z, y), padded with 0.
@@ -132,7 +135,7 @@ class Generator(nn.Module):
         which the marginal loss matches to the released (DP) marginals, differentiably.
         """
         logits = self.head(self.body(torch.cat([z, y], dim=1)))
-        return torch.softmax(self._blocks(logits[:, self.cell_index]), dim=-1)
+        return torch.softmax(self._blocks(logits.index_select(1, self.cell_index)), dim=-1)
 
     @torch.no_grad()
     def sample_parts(
@@ -146,9 +149,8 @@ class Generator(nn.Module):
         concurrent calls safe and reproducible.
         """
         logits = self.head(self.body(torch.cat([z, y], dim=1)))
-        # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
         # Drawn for every output (the few tanh columns waste a little) so that each block is a
-        # contiguous slice: no gather into the padded [batch, blocks, width] layout training uses.
+        # contiguous slice: argmax on slices beats gathering into the padded block layout.
         uniform = torch.rand(logits.shape, generator=rng, device=logits.device)
         noisy = logits - uniform.log_().neg_().log_()
         codes = [noisy[:, start:end].argmax(dim=1) for start, end in self.block_spans]

@@ -19,24 +19,46 @@ import numpy as np
 from rdpgan.data.discretize import cell_index
 from rdpgan.measure import Marginals
 
-#: IPF sweeps over the columns; the weights settle within a few dozen on real tables.
+#: Most IPF sweeps over the tables; the weights settle within a few dozen on real tables.
 RAKING_SWEEPS = 30
-#: Share of each target spread evenly over the cells the pool reaches (see raking_weights).
+#: Stop sweeping once no table is further than this (total variation) from its goal: well
+#: below the sampling noise of a pool's marginals.
+RAKING_TOLERANCE = 2e-4
+#: Tables the pool is sorted by before systematic resampling: the first few gain most; a
+#: sort by all of them costs more than the raking itself.
+SORTED_TABLES = 4
+#: Share of each target spread evenly over the cells the pool reaches (see raking_factors).
 RAKING_FLOOR = 1e-3
 
 
-def raking_weights(
-    codes: np.ndarray, targets: Sequence[np.ndarray], sweeps: int = RAKING_SWEEPS
-) -> np.ndarray:
-    """Weights (summing to 1) that make the weighted code distribution of each column of
-    ``codes`` [rows, columns] equal ``targets[column]``, where the pool's codes allow."""
-    weights = np.full(len(codes), 1.0 / max(len(codes), 1))
+def raking_factors(
+    cells: np.ndarray,
+    targets: Sequence[np.ndarray],
+    start: Sequence[np.ndarray] | None = None,
+    sweeps: int = RAKING_SWEEPS,
+) -> list[np.ndarray]:
+    """Per table, a log factor per cell such that weighting each row of the pool by the
+    product of its cells' factors makes table t's weighted distribution ``targets[t]`` where
+    the pool's cells allow (logs: a product of dozens of factors overflows a float).
+
+    ``cells`` is [tables, rows]: row i lies in cell ``cells[t, i]`` of table t (one contiguous
+    array per table, which the sweeps read again and again). ``start``: the factors of an
+    earlier pool of the same generator, from which a later pool needs a sweep or two, not
+    dozens.
+    """
+    if start is None:
+        factors = [np.zeros(len(target)) for target in targets]
+        weights = np.full(cells.shape[1], 1.0 / max(cells.shape[1], 1))
+    else:
+        factors = [factor.copy() for factor in start]
+        weights = raked_weights(cells, factors)
     for _ in range(sweeps):
-        for column, target in enumerate(targets):
-            current = np.bincount(codes[:, column], weights=weights, minlength=len(target))
-            # Codes the pool never made cannot be reached; the rest share their mass. A floor
-            # keeps every reachable cell alive: a cell the (noisy) target empties would
-            # otherwise zero its rows for good, and no later column could bring them back.
+        furthest = 0.0
+        for table, target, factor in zip(cells, targets, factors, strict=True):
+            current = np.bincount(table, weights=weights, minlength=len(target))
+            # Cells the pool never reached cannot be reached; the rest share their mass. A
+            # floor keeps every reachable cell alive: a cell the (noisy) target empties would
+            # otherwise zero its rows for good, and no later table could bring them back.
             reachable = current > 0
             goal = np.where(reachable, target, 0.0)
             if goal.sum() <= 0:
@@ -44,10 +66,24 @@ def raking_weights(
             goal = (
                 1 - RAKING_FLOOR
             ) * goal / goal.sum() + RAKING_FLOOR * reachable / reachable.sum()
-            ratio = np.where(reachable, goal / np.where(reachable, current, 1), 0)
-            weights = weights * ratio[codes[:, column]]
+            furthest = max(furthest, 0.5 * float(np.abs(goal - current).sum()))
+            ratio = np.where(reachable, goal / np.where(reachable, current, 1), 1.0)
+            factor += np.log(ratio)
+            weights *= ratio[table]
             weights /= weights.sum()
-    return weights
+        if furthest <= RAKING_TOLERANCE:
+            break
+    return factors
+
+
+def raked_weights(cells: np.ndarray, factors: Sequence[np.ndarray]) -> np.ndarray:
+    """Weights (summing to 1) of the rows of a pool ([tables, rows] cells) under the log
+    ``factors``."""
+    log_weights = np.zeros(cells.shape[1])
+    for table, factor in zip(cells, factors, strict=True):
+        log_weights += factor[table]
+    weights = np.exp(log_weights - log_weights.max(initial=0.0))
+    return weights / weights.sum()
 
 
 def systematic_resample(weights: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -60,46 +96,56 @@ def systematic_resample(weights: np.ndarray, n: int, rng: np.random.Generator) -
     return np.searchsorted(cumulative, positions, side="right")
 
 
-def rake(
-    codes: np.ndarray, targets: Sequence[np.ndarray], n: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Indices of ``n`` rows of the pool ``codes`` whose marginals match ``targets``.
+class Raker:
+    """Picks rows of generated pools whose marginals match the released ones: each (class,
+    column) table and each released pair's joint table; with ``only`` (pools of one class),
+    that class's column distributions.
 
-    The pool is sorted by its codes first, so each code of the first column is one contiguous
-    run (kept to within one row of its weight), each code of the second nearly so, and so on.
+    The cell factors fitted on one pool start the fit on the next pool of the same sampling
+    call, which then settles within a sweep or two.
     """
-    order = np.lexsort(codes.T[::-1]) if codes.shape[1] else np.arange(len(codes))
-    return order[systematic_resample(raking_weights(codes, targets)[order], n, rng)]
 
+    def __init__(self, released: Marginals, label_probs: np.ndarray, only: int | None = None):
+        self.released = released
+        self.shares = label_probs / label_probs.sum()
+        self.only = only
+        self.factors: list[np.ndarray] | None = None
 
-def rake_rows(
-    codes: np.ndarray,
-    labels: np.ndarray,
-    released: Marginals,
-    label_probs: np.ndarray,
-    n: int,
-    rng: np.random.Generator,
-    only: int | None = None,
-) -> np.ndarray:
-    """Indices of ``n`` rows of the pool (``codes`` [rows, feature columns], ``labels``), in
-    random order, whose marginals match the released ones: each (class, column) table and
-    each released pair's joint table; with ``only`` (a pool of one class), that class's
-    column distributions."""
-    shares = label_probs / label_probs.sum()
-    columns, targets = [], []
-    for column, table in enumerate(released.by_class):
-        if only is None:
-            columns.append(cell_index([labels, codes[:, column]], table.shape))
-            targets.append((shares[:, None] * table).ravel())
-        else:
-            columns.append(codes[:, column])
-            targets.append(table[only])
-    if only is None:
-        for (i, j), joint in zip(released.pairs, released.joint, strict=True):
-            coarse = [released.maps[i][codes[:, i]], released.maps[j][codes[:, j]]]
-            columns.append(cell_index(coarse, joint.shape))
-            targets.append(joint.ravel())
-        # Last in every sweep: the class shares are the released ones whatever came before.
-        columns.append(labels)
-        targets.append(shares)
-    return rng.permutation(rake(np.stack(columns, axis=1), targets, n, rng))
+    def __call__(
+        self, codes: np.ndarray, labels: np.ndarray, n: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Indices of ``n`` rows of the pool (``codes`` [rows, feature columns], ``labels``),
+        in random order.
+
+        The pool is sorted by its cells in the first ``SORTED_TABLES`` tables first, so each
+        cell of the first is one contiguous run (kept to within one row of its weight), each
+        of the second nearly so, and so on.
+        """
+        cells, targets = self._tables(codes, labels)
+        self.factors = raking_factors(cells, targets, self.factors)
+        keys = cells[:SORTED_TABLES][::-1]
+        order = np.lexsort(keys) if len(keys) else np.arange(len(codes))
+        weights = raked_weights(cells, self.factors)[order]
+        return rng.permutation(order[systematic_resample(weights, n, rng)])
+
+    def _tables(self, codes: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """([tables, rows] cell of each row in each released table, the tables' targets)."""
+        released, shares = self.released, self.shares
+        cells, targets = [], []
+        for column, table in enumerate(released.by_class):
+            if self.only is None:
+                cells.append(cell_index([labels, codes[:, column]], table.shape))
+                targets.append((shares[:, None] * table).ravel())
+            else:
+                cells.append(codes[:, column])
+                targets.append(table[self.only])
+        if self.only is None:
+            for (i, j), joint in zip(released.pairs, released.joint, strict=True):
+                coarse = [released.maps[i][codes[:, i]], released.maps[j][codes[:, j]]]
+                cells.append(cell_index(coarse, joint.shape))
+                targets.append(joint.ravel())
+            # Last in every sweep: the class shares are the released ones whatever came before.
+            cells.append(labels)
+            targets.append(shares)
+        stacked = np.stack(cells) if cells else np.zeros((0, len(codes)), dtype=np.int64)
+        return stacked, targets

@@ -495,6 +495,10 @@ class DPCGAN:
         numpy_rng = np.random.default_rng(int(key))  # raking's draws, from the same seed
         only = None if label is None else int(code)
         probs = probs.to(self.device)
+        raker = None
+        if pool > 1:
+            assert self.marginals is not None
+            raker = postprocess.Raker(self.marginals, self.label_probs, only)
         parts = []
         # In blocks of output rows, so that memory does not grow with n times the pool.
         for start in range(0, n, RAKE_CHUNK):
@@ -503,11 +507,8 @@ class DPCGAN:
             candidates = torch.multinomial(probs, size * pool, True, generator=rng)
             values, blocks = self._generate(candidates, rng)
             labels = candidates.cpu().numpy()
-            if pool > 1:
-                assert self.marginals is not None
-                keep = postprocess.rake_rows(
-                    blocks, labels, self.marginals, self.label_probs, size, numpy_rng, only
-                )
+            if raker is not None:
+                keep = raker(blocks, labels, size, numpy_rng)
                 values, blocks, labels = values[keep], blocks[keep], labels[keep]
             parts.append((values, blocks, labels))
         values, blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rdpgan.measure import Marginals, conditional_distributions
-from rdpgan.postprocess import rake_rows, raking_weights, systematic_resample
+from rdpgan.postprocess import Raker, raked_weights, raking_factors, systematic_resample
 
 
 def skewed_pool(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -21,16 +21,27 @@ TARGETS = [np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.3, 0.35, 0.25])]  # reach
 
 def test_raking_weights_reproduce_every_target_marginal():
     codes = skewed_pool(np.random.default_rng(0), 5000)
-    weights = raking_weights(codes, TARGETS)
+    weights = raked_weights(codes.T, raking_factors(codes.T, TARGETS))
     assert weights.sum() == pytest.approx(1.0)
     for column, target in enumerate(TARGETS):
         weighted = np.bincount(codes[:, column], weights=weights, minlength=len(target))
         np.testing.assert_allclose(weighted, target, atol=1e-3)
 
 
+def test_factors_fitted_on_one_pool_rake_another_pool_of_the_same_generator():
+    """Later blocks of a large sample are weighted by the first block's factors."""
+    rng = np.random.default_rng(5)
+    first, second = skewed_pool(rng, 200_000), skewed_pool(rng, 200_000)
+    weights = raked_weights(second.T, raking_factors(first.T, TARGETS))
+    for column, target in enumerate(TARGETS):
+        weighted = np.bincount(second[:, column], weights=weights, minlength=len(target))
+        np.testing.assert_allclose(weighted, target, atol=0.01)
+
+
 def test_codes_the_pool_never_made_give_their_mass_to_the_others():
     codes = np.array([[0], [0], [1]])
-    weights = raking_weights(codes, [np.array([0.25, 0.25, 0.5])])  # code 2 is unreachable
+    factors = raking_factors(codes.T, [np.array([0.25, 0.25, 0.5])])  # code 2 is unreachable
+    weights = raked_weights(codes.T, factors)
     np.testing.assert_allclose(np.bincount(codes[:, 0], weights=weights), [0.5, 0.5])
 
 
@@ -53,14 +64,14 @@ def test_rake_rows_matches_each_class_table_and_each_released_pair():
     joint = np.array([[0.4, 0.0], [0.2, 0.1], [0.0, 0.3]])  # consistent with by_class
     released = Marginals(by_class, [(0, 1)], [joint], maps)
     label_probs = np.array([0.5, 0.5])
-    keep = rake_rows(codes, labels, released, label_probs, 4000, rng)
+    keep = Raker(released, label_probs)(codes, labels, 4000, rng)
     rows, kept_labels = codes[keep], labels[keep]
     coarse = np.bincount(rows[:, 0] * 2 + maps[1][rows[:, 1]], minlength=6) / len(rows)
     np.testing.assert_allclose(coarse, joint.ravel(), atol=0.03)
     for label in (0, 1):
         share = np.bincount(rows[kept_labels == label, 0], minlength=3)
         np.testing.assert_allclose(share / share.sum(), by_class[0][label], atol=0.03)
-    alone = rake_rows(codes, labels, released, label_probs, 500, rng, only=1)
+    alone = Raker(released, label_probs, only=1)(codes, labels, 500, rng)
     share = np.bincount(codes[alone, 1], minlength=4) / 500
     np.testing.assert_allclose(share, other[1], atol=0.01)
 
@@ -98,5 +109,6 @@ def test_a_class_whose_rows_all_miss_their_target_cells_keeps_its_share():
     labels = np.repeat([0, 1], 500)
     by_class = [np.array([[0.5, 0.5], [0.0, 1.0]])]  # ... where class 1 has no mass
     released = Marginals(by_class, [], [], [np.arange(2)])
-    keep = rake_rows(codes, labels, released, np.array([0.7, 0.3]), 200, np.random.default_rng(0))
+    rake = Raker(released, np.array([0.7, 0.3]))
+    keep = rake(codes, labels, 200, np.random.default_rng(0))
     assert np.bincount(labels[keep], minlength=2).tolist() == [140, 60]
