@@ -21,40 +21,28 @@ from rdpgan.measure import Marginals
 
 #: Most IPF sweeps over the tables; the weights settle within a few dozen on real tables.
 RAKING_SWEEPS = 30
-#: Stop sweeping once no table is further than this (total variation) from its goal: well
-#: below the sampling noise of a pool's marginals.
-RAKING_TOLERANCE = 2e-4
+#: Stop once a sweep brings the furthest table less than this share closer to its goal: the
+#: (noisy, so not quite consistent) released tables then pull against each other, and more
+#: sweeps only trade one table's error for another's.
+RAKING_STALL = 0.001
 #: Tables the pool is sorted by before systematic resampling: the first few gain most; a
 #: sort by all of them costs more than the raking itself.
 SORTED_TABLES = 4
-#: Share of each target spread evenly over the cells the pool reaches (see raking_factors).
+#: Share of each target spread evenly over the cells the pool reaches (see raking_weights).
 RAKING_FLOOR = 1e-3
 
 
-def raking_factors(
-    cells: np.ndarray,
-    targets: Sequence[np.ndarray],
-    start: Sequence[np.ndarray] | None = None,
-    sweeps: int = RAKING_SWEEPS,
-) -> list[np.ndarray]:
-    """Per table, a log factor per cell such that weighting each row of the pool by the
-    product of its cells' factors makes table t's weighted distribution ``targets[t]`` where
-    the pool's cells allow (logs: a product of dozens of factors overflows a float).
-
-    ``cells`` is [tables, rows]: row i lies in cell ``cells[t, i]`` of table t (one contiguous
-    array per table, which the sweeps read again and again). ``start``: the factors of an
-    earlier pool of the same generator, from which a later pool needs a sweep or two, not
-    dozens.
-    """
-    if start is None:
-        factors = [np.zeros(len(target)) for target in targets]
-        weights = np.full(cells.shape[1], 1.0 / max(cells.shape[1], 1))
-    else:
-        factors = [factor.copy() for factor in start]
-        weights = raked_weights(cells, factors)
+def raking_weights(
+    cells: np.ndarray, targets: Sequence[np.ndarray], sweeps: int = RAKING_SWEEPS
+) -> np.ndarray:
+    """Weights (summing to 1) under which table t's weighted distribution is ``targets[t]``,
+    where the pool's cells allow. ``cells`` is [tables, rows]: row i lies in cell
+    ``cells[t, i]`` of table t (one contiguous array per table, read again every sweep)."""
+    weights = np.full(cells.shape[1], 1.0 / max(cells.shape[1], 1))
+    previous = np.inf
     for _ in range(sweeps):
         furthest = 0.0
-        for table, target, factor in zip(cells, targets, factors, strict=True):
+        for table, target in zip(cells, targets, strict=True):
             current = np.bincount(table, weights=weights, minlength=len(target))
             # Cells the pool never reached cannot be reached; the rest share their mass. A
             # floor keeps every reachable cell alive: a cell the (noisy) target empties would
@@ -67,23 +55,14 @@ def raking_factors(
                 1 - RAKING_FLOOR
             ) * goal / goal.sum() + RAKING_FLOOR * reachable / reachable.sum()
             furthest = max(furthest, 0.5 * float(np.abs(goal - current).sum()))
-            ratio = np.where(reachable, goal / np.where(reachable, current, 1), 1.0)
-            factor += np.log(ratio)
+            # (A cell's weight can be subnormal; dividing by it must not overflow.)
+            ratio = np.where(reachable, goal / np.maximum(current, np.finfo(float).tiny), 0.0)
             weights *= ratio[table]
             weights /= weights.sum()
-        if furthest <= RAKING_TOLERANCE:
+        if furthest > (1 - RAKING_STALL) * previous:
             break
-    return factors
-
-
-def raked_weights(cells: np.ndarray, factors: Sequence[np.ndarray]) -> np.ndarray:
-    """Weights (summing to 1) of the rows of a pool ([tables, rows] cells) under the log
-    ``factors``."""
-    log_weights = np.zeros(cells.shape[1])
-    for table, factor in zip(cells, factors, strict=True):
-        log_weights += factor[table]
-    weights = np.exp(log_weights - log_weights.max(initial=0.0))
-    return weights / weights.sum()
+        previous = furthest
+    return weights
 
 
 def systematic_resample(weights: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -101,15 +80,12 @@ class Raker:
     column) table and each released pair's joint table; with ``only`` (pools of one class),
     that class's column distributions.
 
-    The cell factors fitted on one pool start the fit on the next pool of the same sampling
-    call, which then settles within a sweep or two.
     """
 
     def __init__(self, released: Marginals, label_probs: np.ndarray, only: int | None = None):
         self.released = released
         self.shares = label_probs / label_probs.sum()
         self.only = only
-        self.factors: list[np.ndarray] | None = None
 
     def __call__(
         self, codes: np.ndarray, labels: np.ndarray, n: int, rng: np.random.Generator
@@ -122,10 +98,9 @@ class Raker:
         of the second nearly so, and so on.
         """
         cells, targets = self._tables(codes, labels)
-        self.factors = raking_factors(cells, targets, self.factors)
         keys = cells[:SORTED_TABLES][::-1]
         order = np.lexsort(keys) if len(keys) else np.arange(len(codes))
-        weights = raked_weights(cells, self.factors)[order]
+        weights = raking_weights(cells, targets)[order]
         return rng.permutation(order[systematic_resample(weights, n, rng)])
 
     def _tables(self, codes: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:

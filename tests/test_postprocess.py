@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rdpgan.measure import Marginals, conditional_distributions
-from rdpgan.postprocess import Raker, raked_weights, raking_factors, systematic_resample
+from rdpgan.postprocess import Raker, raking_weights, systematic_resample
 
 
 def skewed_pool(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -21,27 +21,16 @@ TARGETS = [np.array([0.2, 0.3, 0.5]), np.array([0.1, 0.3, 0.35, 0.25])]  # reach
 
 def test_raking_weights_reproduce_every_target_marginal():
     codes = skewed_pool(np.random.default_rng(0), 5000)
-    weights = raked_weights(codes.T, raking_factors(codes.T, TARGETS))
+    weights = raking_weights(codes.T, TARGETS)
     assert weights.sum() == pytest.approx(1.0)
     for column, target in enumerate(TARGETS):
         weighted = np.bincount(codes[:, column], weights=weights, minlength=len(target))
         np.testing.assert_allclose(weighted, target, atol=1e-3)
 
 
-def test_factors_fitted_on_one_pool_rake_another_pool_of_the_same_generator():
-    """Later blocks of a large sample are weighted by the first block's factors."""
-    rng = np.random.default_rng(5)
-    first, second = skewed_pool(rng, 200_000), skewed_pool(rng, 200_000)
-    weights = raked_weights(second.T, raking_factors(first.T, TARGETS))
-    for column, target in enumerate(TARGETS):
-        weighted = np.bincount(second[:, column], weights=weights, minlength=len(target))
-        np.testing.assert_allclose(weighted, target, atol=0.01)
-
-
 def test_codes_the_pool_never_made_give_their_mass_to_the_others():
     codes = np.array([[0], [0], [1]])
-    factors = raking_factors(codes.T, [np.array([0.25, 0.25, 0.5])])  # code 2 is unreachable
-    weights = raked_weights(codes.T, factors)
+    weights = raking_weights(codes.T, [np.array([0.25, 0.25, 0.5])])  # code 2 is unreachable
     np.testing.assert_allclose(np.bincount(codes[:, 0], weights=weights), [0.5, 0.5])
 
 
