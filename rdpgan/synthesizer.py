@@ -102,6 +102,7 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
         "train.epochs": train.epochs,
         "train.n_critic": train.n_critic,
         "train.steps": 1 if train.steps is None else train.steps,
+        "train.max_steps": 1 if train.max_steps is None else train.max_steps,
         "privacy.max_grad_norm": privacy.max_grad_norm,
         "privacy.label_noise_multiplier": privacy.label_noise_multiplier,
         "privacy.noise_multiplier": 1.0 if sigma is None else sigma,
@@ -414,7 +415,7 @@ class DPCGAN:
         """Wrap D for DP-SGD and decide how many discriminator steps are left to take."""
         assert self.ledger is not None
         cfg, privacy = self.train_config, self.privacy
-        planned = cfg.steps or max(1, _steps_for(cfg.epochs, sample_rate))
+        planned = cfg.steps or max(1, _capped(_steps_for(cfg.epochs, sample_rate), cfg.max_steps))
         if not self.ledger.private:
             return PlainSGD(discriminator, d_opt, expected_batch), planned
         if first_step > 1:  # resumed: the DP-SGD release is already open
@@ -449,7 +450,8 @@ class DPCGAN:
             cap = planned
         else:
             sigma = float(privacy.noise_multiplier)
-            cap = 10**9 if cfg.max_epochs is None else _steps_for(cfg.max_epochs, sample_rate)
+            by_epochs = 10**9 if cfg.max_epochs is None else _steps_for(cfg.max_epochs, sample_rate)
+            cap = _capped(by_epochs, cfg.max_steps)
         return self.ledger.open_dp_sgd(
             "dp_sgd_discriminator",
             sigma,
@@ -623,6 +625,10 @@ class DPCGAN:
         ) as exc:
             raise UserInputError(f"the model in {directory} is damaged or incompatible") from exc
         return model
+
+
+def _capped(steps: int, cap: int | None) -> int:
+    return steps if cap is None else min(steps, cap)
 
 
 def _steps_for(epochs: float, sample_rate: float) -> int:

@@ -219,6 +219,18 @@ def test_small_table_caps_the_sampling_rate():
     assert model.metrics["discriminator_steps"] == 20  # 2 epochs at rate 0.1
 
 
+@pytest.mark.parametrize("noise_multiplier", [None, 1.0])
+def test_a_large_table_trains_for_max_steps_not_for_its_epochs(noise_multiplier):
+    """Epochs on a large table would ask for ever more steps; max_steps caps them (with a
+    calibrated sigma, and with a given one that would otherwise run until epsilon is spent)."""
+    train = TrainConfig(epochs=50, batch_size=40, max_steps=7, progress=False)
+    privacy = PrivacyConfig(noise_seed=0, noise_multiplier=noise_multiplier)
+    model = DPCGAN(epsilon=4.0, device="cpu", model=SMALL["model"], train=train, privacy=privacy)
+    model.fit(toy_table(1200), "y", SCHEMA)  # 50 epochs: ~1,500 steps
+    assert model.metrics["discriminator_steps"] == 7
+    assert model.ledger.releases[-1].steps == 7
+
+
 def test_a_table_whose_expected_batch_is_one_row_still_trains():
     """CI once drew a noisy row count of ~12 for a 30-row table: 10% of it rounds to a one-row
     expected batch. Training must still run (G's own steps use at least MIN_FAKE_BATCH fakes)."""
