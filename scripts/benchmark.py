@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -76,7 +76,9 @@ class BenchmarkConfig:
     repeats: int = 10
     delta: float = 1e-5
     results_dir: str = "results"
-    overrides: list[str] = field(default_factory=list)
+    # A tuple, not a list with a default_factory: launchers that pickle the job to other
+    # processes (joblib's loky) pickle this __main__ class by value, which loses the factory.
+    overrides: tuple[str, ...] = ()
     aim_rounds: int = marginal_peers.DEFAULT_AIM_ROUNDS  # AIM's round cap (method=aim only)
 
 
