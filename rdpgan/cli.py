@@ -25,6 +25,7 @@ from hydra.errors import OverrideParseException
 from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig, OmegaConf
 
+from rdpgan import distributed
 from rdpgan.config import RunConfig, public_run_settings, register_configs
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import read_json, write_json
@@ -34,7 +35,8 @@ ConfigT = TypeVar("ConfigT")
 
 
 def fail(message: str) -> NoReturn:
-    print(f"error: {message}", file=sys.stderr)
+    if distributed.rank() == 0:  # under torchrun every rank fails alike: one line, not N
+        print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 from torch.nn import functional as F
 
-from rdpgan import checkpoint, measure, postprocess
+from rdpgan import checkpoint, distributed, measure, postprocess
 from rdpgan.checkpoint import Checkpointer
 from rdpgan.config import (
     ColumnSpec,
@@ -209,8 +209,16 @@ class DPCGAN:
         self.positive_label = positive_label
         torch.manual_seed(self.seed)  # public randomness only: initialisation, G's own draws
         secret = self._secret(first_step=1)
-        noise = secret.numpy
-        assert self.transformer is not None
+        if distributed.rank() == 0:  # under torchrun, rank 0 releases and the others receive
+            self._release_statistics(features, labels, secret.numpy)
+        self._share_releases()
+        return self._train(features, labels, checkpoint_dir, secret)
+
+    def _release_statistics(
+        self, features: np.ndarray, labels: np.ndarray, noise: np.random.Generator
+    ) -> None:
+        """The label histogram and the marginals: released, and recorded in the ledger."""
+        assert self.transformer is not None and self.ledger is not None
         n_classes = self.transformer.n_classes
         released = measure.label_counts(
             labels, n_classes, self.ledger, self.privacy.label_noise_multiplier, noise
@@ -230,12 +238,25 @@ class DPCGAN:
                 self.privacy.selection_fraction,
                 noise,
             )
-        return self._train(features, labels, checkpoint_dir, secret)
+
+    def _share_releases(self) -> None:
+        """Under torchrun: rank 0's released values and ledger on every rank (costs and noisy
+        statistics only, which are safe to send), so that all ranks plan the same training."""
+        if distributed.world_size() == 1:
+            return
+        assert self.ledger is not None
+        shared = (self.label_probs, self.released_rows, self.marginals, self.ledger.to_dict())
+        self.label_probs, self.released_rows, self.marginals, ledger = distributed.from_rank_zero(
+            shared
+        )
+        if distributed.rank() != 0:
+            self.ledger = PrivacyLedger.from_dict(ledger)
 
     def _secret(self, first_step: int) -> SecretRandomness:
         """The run's secret randomness (OS entropy unless ``privacy.noise_seed``); a resumed
         seeded run keys it with its first step, so it does not replay noise already used."""
-        return SecretRandomness(self.privacy.noise_seed, FIT_STREAM, first_step)
+        ranks = (distributed.rank(),) if distributed.rank() > 0 else ()  # rank 0: as 1 process
+        return SecretRandomness(self.privacy.noise_seed, FIT_STREAM, first_step, *ranks)
 
     def charge_schema(self, release: SchemaRelease, directory: str | Path | None) -> None:
         """Open the run's ledger with what the schema cost, and write it: ``fit`` starts here
@@ -335,8 +356,9 @@ class DPCGAN:
     ) -> DPCGAN:
         assert self.transformer is not None and self.label_probs is not None
         cfg = self.train_config
-        features = torch.as_tensor(features_rows, device=self.device)
-        labels = torch.as_tensor(label_codes, device=self.device)
+        # Under torchrun each rank trains on every world_size-th row (all of them otherwise).
+        features = distributed.shard(torch.as_tensor(features_rows, device=self.device))
+        labels = distributed.shard(torch.as_tensor(label_codes, device=self.device))
         # Rounded down to what the Poisson mask realises exactly: the ledger charges this rate.
         nominal_rate = min(cfg.max_sample_rate, cfg.batch_size / self.released_rows)
         sample_rate = exact_sample_rate(nominal_rate)
@@ -359,6 +381,10 @@ class DPCGAN:
                     f"the checkpoint does not fit this model ({type(exc).__name__})"
                 ) from exc
             first_step, history = int(meta["step"]) + 1, list(meta["history"])
+        distributed.align(self.generator, discriminator)  # every rank starts from rank 0's
+        if distributed.rank() > 0:  # ... but draws its own fakes for G's steps (public stream)
+            stream = np.random.SeedSequence([self.seed, distributed.rank()]).generate_state(1)
+            torch.manual_seed(int(stream[0]))
         critic, d_steps = self._make_critic(
             discriminator, d_opt, sample_rate, expected_batch, secret, first_step
         )
@@ -396,6 +422,7 @@ class DPCGAN:
             "discriminator_steps": first_step + d_steps - 1,
             "sample_rate": sample_rate,
             "expected_batch_size": expected_batch,
+            "processes": distributed.world_size(),
         }
         return self
 

@@ -20,11 +20,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from rdpgan import checkpoint
+from rdpgan import checkpoint, distributed
 from rdpgan.cli import (
     existing_files,
     fail,
     guarded,
+    made_by_this_command,
     precheck_overrides,
     read_run_config,
     record_existing_dirs,
@@ -45,7 +46,7 @@ from rdpgan.runs import (
     record_schema,
     release_run_tables,
 )
-from rdpgan.synthesizer import DPCGAN
+from rdpgan.synthesizer import DPCGAN, resolve_device
 from rdpgan.threads import apply_thread_policy
 from rdpgan.training import TrainingInterrupted
 
@@ -62,10 +63,15 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
     """The whole job. Every check of the settings, and of the data that does not need a
     release, runs before any output; a failure after privacy is spent keeps its ledger."""
     apply_thread_policy(cfg.train.threads)
+    distributed.start(resolve_device(cfg.device))
+    lead = distributed.rank() == 0  # under torchrun only rank 0 writes anything
+    if distributed.world_size() > 1:
+        refuse_under_torchrun(cfg)
     if cfg.resume:
         model, test_rows = resume(cfg, out)
         return finish(model, test_rows, cfg, out)
-    refuse_used_directory(out)
+    if lead:  # (the others would see what rank 0 has begun to write)
+        refuse_used_directory(out)
     check_sample_size(cfg.sample.n)
     model = DPCGAN(  # first: its checks of the settings come before any release
         epsilon=cfg.epsilon,
@@ -90,13 +96,25 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         write_run_config(out, cfg)
         record_schema(out, cfg, schema)  # a private one's cost is on record already (pay)
 
-    writing(out, record_run)
-    if cfg.schema.source != "declared":
+    if lead:
+        writing(out, record_run)
+    if cfg.schema.source != "declared" and lead:
         kind = "released" if cfg.schema.source == "private" else "inferred (NOT private)"
         print(f"{kind} schema: {schema.summary(cfg.epsilon)}; see {out / RELEASED_SCHEMA}")
     positive = cfg.dataset.positive_label if schema.positive is None else schema.positive
-    model.fit(train_rows, cfg.dataset.target, schema, positive, checkpoint_dir=out)
-    return finish(model, test_rows, cfg, out)
+    model.fit(train_rows, cfg.dataset.target, schema, positive, out if lead else None)
+    return finish(model, test_rows, cfg, out) if lead else model
+
+
+def refuse_under_torchrun(cfg: RunConfig) -> None:
+    """What data-parallel training does not do yet, refused before anything is spent."""
+    if cfg.resume:
+        raise UserInputError("resume=true runs in one process: start it without torchrun")
+    if cfg.schema.source == "private":
+        raise UserInputError(
+            "schema=private is released in one process: run it once without torchrun, then "
+            "train with schema.file=<that run>/schema.yaml under torchrun"
+        )
 
 
 def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
@@ -210,6 +228,8 @@ def _hydra_main(cfg: DictConfig) -> None:
             lambda: run(to_typed(cfg, RunConfig), out),
             cleanup=lambda: remove_new_files(out, before, keep=spending_record),
         )
+        if distributed.rank() > 0 and made_by_this_command(out) and not any(out.iterdir()):
+            out.rmdir()  # Hydra made it for this rank (its clock may name another directory)
     except TrainingInterrupted as stop:
         print(
             f"stopped: {stop}; checkpoint and ledger are in {out}; continue with "
@@ -217,6 +237,8 @@ def _hydra_main(cfg: DictConfig) -> None:
             file=sys.stderr,
         )
         sys.exit(130)
+    finally:
+        distributed.stop()
 
 
 def refuse_recorded_noise_seed(args: list[str]) -> None:

@@ -28,6 +28,7 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
+from rdpgan import distributed
 from rdpgan.config import TrainConfig
 from rdpgan.measure import Marginals
 from rdpgan.models import Generator
@@ -84,7 +85,8 @@ class CGANTrainer:
         probs = label_probs.detach().double().cpu().numpy()
         self._label_probs_np = probs / probs.sum()  # what the secret draws of fake labels use
         self.sample_rate = sample_rate
-        self.fake_batch = max(expected_batch, MIN_FAKE_BATCH)
+        # Under torchrun each rank makes its share of G's batch; their gradients are averaged.
+        self.fake_batch = max(expected_batch // distributed.world_size(), MIN_FAKE_BATCH)
         self.auxiliary_weight = auxiliary_weight
         device = label_probs.device
         self.marginals = _padded(marginals.by_class, device) if marginals else None
@@ -157,6 +159,7 @@ class CGANTrainer:
             if class_logits is not None:  # rows of class y should look like class y to D
                 loss = loss + self.auxiliary_weight * F.cross_entropy(class_logits, codes)
             loss.backward()
+        distributed.reduce_gradients(self.generator, average=True)
         self.generator_optimizer.step()
         d_fake_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))
         return float(loss.detach()), float(d_fake_loss)
@@ -238,7 +241,8 @@ def run_steps(
     steps_per_epoch = max(1, round(1.0 / trainer.sample_rate))
     history = list(earlier)
     g_losses: list[tuple[float, float]] = []
-    bar = tqdm(total=last, initial=first - 1, disable=not config.progress, unit="step")
+    shown = config.progress and distributed.rank() == 0  # one bar under torchrun
+    bar = tqdm(total=last, initial=first - 1, disable=not shown, unit="step")
     with stop_on_sigint() as stop:
         for step in range(first, last + 1):
             if saver is not None:

@@ -24,11 +24,15 @@ from typing import Any
 
 import torch
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
-from opacus.optimizers import DPOptimizerFastGradientClipping
+from opacus.optimizers import (
+    DistributedDPOptimizerFastGradientClipping,
+    DPOptimizerFastGradientClipping,
+)
 from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
 from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from torch import nn
 
+from rdpgan import distributed
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.randomness import SecretRandomness
 
@@ -71,6 +75,18 @@ class _SecretNoiseExpectedMean(DPOptimizerFastGradientClipping):
             p.grad /= self.expected_batch_size
 
 
+class _DistributedSecretNoise(_SecretNoiseExpectedMean, DistributedDPOptimizerFastGradientClipping):
+    """Under ``torchrun``: each rank clips its own rows; rank 0 alone adds the noise, and
+    Opacus's distributed optimizer then sums the ranks' gradients, so every rank steps with
+    (sum of all clipped gradients + one noise draw) / expected global batch."""
+
+    def add_noise(self) -> None:
+        if self.rank == 0:
+            super().add_noise()
+        else:  # Opacus's own: the clipped sum, no noise
+            DistributedDPOptimizerFastGradientClipping.add_noise(self)
+
+
 class DPSGD:
     """A module and its optimizer made private; :meth:`step` takes per-sample losses."""
 
@@ -94,7 +110,10 @@ class DPSGD:
             max_grad_norm=max_grad_norm,
             use_ghost_clipping=True,
         )
-        self.optimizer = _SecretNoiseExpectedMean(
+        optimizer_class = (
+            _DistributedSecretNoise if distributed.world_size() > 1 else _SecretNoiseExpectedMean
+        )
+        self.optimizer = optimizer_class(
             optimizer,
             secret,
             noise_multiplier=release.noise_multiplier,
@@ -147,6 +166,7 @@ class PlainSGD:
 
     def step(self, per_sample_loss: torch.Tensor) -> None:
         (per_sample_loss.sum() / self.expected_batch_size).backward()
+        distributed.reduce_gradients(self.module, average=False)  # the global batch's mean
         self.optimizer.step()
 
     @contextmanager
