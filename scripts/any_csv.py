@@ -72,15 +72,21 @@ def only_released_levels(run: Path) -> bool:
     return True
 
 
-def train(args: list[str], run: Path) -> dict[str, object]:
-    """One training run as a user types it; its figures and what it printed."""
+def timed_train(args: list[str], run: Path) -> tuple[str, float]:
+    """``python -m rdpgan.train args`` into ``run``: what it printed, and its wall seconds."""
     command = [sys.executable, "-m", "rdpgan.train", *args, f"hydra.run.dir={run}"]
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     seconds = time.perf_counter() - start
     if result.returncode != 0:
-        raise SystemExit(f"{shlex.join(command)} failed:\n{result.stderr}")
-    lines = printed_lines(result.stdout + result.stderr)
+        raise SystemExit(f"{shlex.join(command)} failed:\n{result.stderr[-3000:]}")
+    return result.stdout + result.stderr, seconds
+
+
+def train(args: list[str], run: Path) -> dict[str, object]:
+    """One training run as a user types it; its figures and what it printed."""
+    output, seconds = timed_train(args, run)
+    lines = printed_lines(output)
     scores = read_json(run / "evaluation.json")
     ledger = read_json(run / "privacy.json")
     schema_line = next((line for line in lines if "schema:" in line), "")

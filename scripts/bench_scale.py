@@ -27,14 +27,13 @@ import os
 import platform
 import shlex
 import subprocess
-import sys
 import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from any_csv import timed_train  # scripts/, beside this file
 from machine_info import cpu_model
 
 from rdpgan.cli import compose_run_config
@@ -68,16 +67,6 @@ def scaled_table(rows: pd.DataFrame, schema: Schema, n: int, seed: int) -> pd.Da
         keep = np.isnan(values) | np.isin(values, column.point_masses)
         table[column.name] = np.where(keep, values, moved)
     return table
-
-
-def timed_run(args: list[str], run: Path) -> float:
-    command = [sys.executable, "-m", "rdpgan.train", *args, f"hydra.run.dir={run}"]
-    start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    seconds = time.perf_counter() - start
-    if result.returncode != 0:
-        raise SystemExit(f"{shlex.join(command)} failed:\n{result.stderr[-2000:]}")
-    return seconds
 
 
 def main() -> None:
@@ -114,7 +103,7 @@ def main() -> None:
                 "train.progress=false",
             ]
             run = Path(work) / f"run_{n}"
-            seconds = timed_run(args, run)
+            _, seconds = timed_train(args, run)
             synthetic = schema.conform(pd.read_csv(run / "synthetic.csv"))
             metrics = read_json(run / "metrics.json")
             ledger = read_json(run / "privacy.json")

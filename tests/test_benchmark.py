@@ -30,18 +30,23 @@ def run_script(*args: str, cwd: Path, data_dir: Path):
     )
 
 
-def test_grid_slice_runs_resumes_and_reports(tmp_path, data_dir):
-    results = tmp_path / "results"
-    grid = [
+def cervical_grid(tmp_path: Path, *settings: str) -> list[str]:
+    """The benchmark script on cervical's cgan and rdp_cgan cells, tiny, writing under
+    ``tmp_path``."""
+    return [
         str(REPO / "scripts" / "benchmark.py"),
         "table=cervical",
         "method=cgan,rdp_cgan",
-        "epsilon=2,8",
-        "repeats=1",
-        f"results_dir={results}",
+        *settings,
+        f"results_dir={tmp_path / 'results'}",
         TINY,
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
+
+
+def test_grid_slice_runs_resumes_and_reports(tmp_path, data_dir):
+    results = tmp_path / "results"
+    grid = cervical_grid(tmp_path, "epsilon=2,8", "repeats=1")
     first = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
     assert first.returncode == 0, first.stderr[-2000:]
     runs = pd.read_csv(results / "bench_cervical.csv")
@@ -80,18 +85,9 @@ def test_grid_runs_under_the_joblib_launcher(tmp_path, data_dir):
     """Hydra's joblib launcher fans the cells out over 2 processes; their rows all land, each
     once (the CSV append is locked), as with the basic launcher."""
     results = tmp_path / "results"
-    grid = [
-        str(REPO / "scripts" / "benchmark.py"),
-        "hydra/launcher=joblib",
-        "hydra.launcher.n_jobs=2",
-        "table=cervical",
-        "method=cgan,rdp_cgan",
-        "epsilon=8",
-        "repeats=2",
-        f"results_dir={results}",
-        TINY,
-        f"hydra.sweep.dir={tmp_path / 'sweep'}",
-    ]
+    grid = cervical_grid(
+        tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "epsilon=8", "repeats=2"
+    )
     run = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Joblib.Parallel(n_jobs=2" in run.stdout + run.stderr
