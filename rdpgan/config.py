@@ -156,8 +156,8 @@ class TrainConfig:
     # (Adult's 50 epochs are ~2,600 steps) a run's length stops growing with the table, as
     # the noise per row shrinks with n (results/scale.md). null: no cap.
     max_steps: int | None = 3000
-    # If set, the number of discriminator steps, overriding epochs and max_steps: a length that
-    # means the same on a 700-row table and a 30,000-row one.
+    # If set (and sigma is calibrated), the number of discriminator steps, overriding epochs
+    # and max_steps: a length that means the same on a 700-row table and a 30,000-row one.
     steps: int | None = None
     batch_size: int = 500
     # On a small table a full batch would be most of it, and privacy amplification by

@@ -7,18 +7,25 @@ rows' statistics themselves); each rank then holds every N-th training row, Pois
 at the global rate with its own secret source (the union is a Poisson sample of the whole
 table), clips per sample, and the clipped sums are added across ranks with Gaussian noise from
 rank 0 alone (:class:`rdpgan.privacy.dp_sgd.DPSGD`): one noise draw per step, as in one
-process. Only rank 0 keeps a ledger on disk and writes outputs.
+process. Only rank 0 keeps a ledger on disk and writes outputs. Every rank, and every link
+between them, is trusted: the ranks exchange noise-free clipped gradient sums.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+from datetime import timedelta
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
+from rdpgan.errors import UserInputError
+
 T = TypeVar("T")
+COLLECTIVE_TIMEOUT_MINUTES = 30
 
 
 def start(device: torch.device) -> None:
@@ -26,7 +33,9 @@ def start(device: torch.device) -> None:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
         if device.type == "cuda":  # one GPU per rank ("cuda" is then this rank's own)
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        # Long enough for rank 0's releases on a large table while the others wait for them.
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, timeout=timedelta(minutes=COLLECTIVE_TIMEOUT_MINUTES))
 
 
 def world_size() -> int:
@@ -44,6 +53,31 @@ def from_rank_zero(value: T) -> T:
     box: list[Any] = [value if rank() == 0 else None]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def refuse_unless_same(*arrays: np.ndarray) -> None:
+    """Every rank must hold the same encoded table, row for row: otherwise the shards could
+    overlap, and a row in two of them could add two clipped gradients to one step. Compared
+    by digest; every rank refuses alike."""
+    if world_size() == 1:
+        return
+    digest = hashlib.sha256()
+    for array in arrays:
+        digest.update(np.ascontiguousarray(array).tobytes())
+    digests: list[Any] = [None] * world_size()
+    dist.all_gather_object(digests, digest.hexdigest())
+    if len(set(digests)) > 1:
+        raise UserInputError("the processes read different tables: every rank must read the same")
+
+
+def any_rank(flag: bool) -> bool:
+    """Whether ``flag`` is set on any rank (so that all ranks stop at the same step)."""
+    if world_size() == 1:
+        return flag
+    on = torch.device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
+    value = torch.tensor([int(flag)], device=on)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
 
 
 def shard(rows: torch.Tensor) -> torch.Tensor:

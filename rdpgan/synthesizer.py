@@ -51,7 +51,12 @@ from rdpgan.privacy.ledger import (
     validate_budget,
 )
 from rdpgan.privacy.private_schema import SchemaRelease
-from rdpgan.privacy.randomness import FIT_STREAM, SecretRandomness, exact_sample_rate
+from rdpgan.privacy.randomness import (
+    FIT_STREAM,
+    RANK_STREAM,
+    SecretRandomness,
+    exact_sample_rate,
+)
 from rdpgan.training import CGANTrainer, adam_optimizers, run_steps
 from rdpgan.transform import TableTransformer
 
@@ -198,6 +203,12 @@ class DPCGAN:
         steps so that :meth:`resume` can continue after a crash or Ctrl-C.
         """
         release = _as_release(schema)
+        if release.releases and distributed.world_size() > 1:
+            raise UserInputError(
+                "a paid schema is released in one process: release it without torchrun, then "
+                "declare it (schema.file=<run>/schema.yaml)"
+            )
+        checkpoint_dir = checkpoint_dir if distributed.rank() == 0 else None  # one writer
         self.charge_schema(release, checkpoint_dir)
         # Each later release reaches the file as soon as it is recorded, before its noise.
         self.ledger.on_record = lambda: self._ledger_to_disk(checkpoint_dir)
@@ -206,6 +217,7 @@ class DPCGAN:
             release.schema[target], "unlisted_as_missing", False
         )
         features, labels = self._encoded_rows(df, target, release.schema, not released)
+        distributed.refuse_unless_same(features, labels)  # shards must partition one table
         self.positive_label = positive_label
         torch.manual_seed(self.seed)  # public randomness only: initialisation, G's own draws
         secret = self._secret(first_step=1)
@@ -255,7 +267,8 @@ class DPCGAN:
     def _secret(self, first_step: int) -> SecretRandomness:
         """The run's secret randomness (OS entropy unless ``privacy.noise_seed``); a resumed
         seeded run keys it with its first step, so it does not replay noise already used."""
-        ranks = (distributed.rank(),) if distributed.rank() > 0 else ()  # rank 0: as 1 process
+        rank = distributed.rank()
+        ranks = (RANK_STREAM, rank) if rank > 0 else ()  # rank 0 draws as one process would
         return SecretRandomness(self.privacy.noise_seed, FIT_STREAM, first_step, *ranks)
 
     def charge_schema(self, release: SchemaRelease, directory: str | Path | None) -> None:
@@ -308,6 +321,8 @@ class DPCGAN:
         never saved with a run: pass it again for reproducible noise (the ledger then says
         the run is seeded), or leave it out for fresh OS entropy.
         """
+        if distributed.world_size() > 1:
+            raise UserInputError("a run is resumed in one process: resume it without torchrun")
         meta, tensors = checkpoint.load(directory, CHECKPOINT_META, CHECKPOINT_TENSORS)
         # The write-ahead ledger, not the checkpoint's copy: it may hold steps taken after it.
         ledger_path = Path(directory) / LEDGER_FILE

@@ -224,9 +224,13 @@ def _hydra_main(cfg: DictConfig) -> None:
         remove_new_files(out, before)
         fail(f"{_SEED_IN_SWEEP} (its multirun.yaml was deleted)")
     try:
-        guarded(
+        guarded(  # rank > 0 wrote nothing, and must not remove what rank 0 writes
             lambda: run(to_typed(cfg, RunConfig), out),
-            cleanup=lambda: remove_new_files(out, before, keep=spending_record),
+            cleanup=(
+                (lambda: remove_new_files(out, before, keep=spending_record))
+                if distributed.rank() == 0
+                else None
+            ),
         )
         if distributed.rank() > 0 and made_by_this_command(out) and not any(out.iterdir()):
             out.rmdir()  # Hydra made it for this rank (its clock may name another directory)

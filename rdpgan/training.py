@@ -270,7 +270,7 @@ def run_steps(
                 g_losses = []
             if saver is not None:
                 saver.after(step, last, history)
-            if stop.requested and step < last:
+            if distributed.any_rank(stop.requested) and step < last:
                 if saver is not None:
                     saver.save(step, history)
                 bar.close()

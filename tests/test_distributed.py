@@ -13,9 +13,12 @@ import pandas as pd
 import torch
 from torch import nn
 
+from rdpgan import distributed
+from rdpgan.config import ModelConfig, PrivacyConfig
 from rdpgan.privacy.dp_sgd import DPSGD
 from rdpgan.privacy.ledger import PrivacyLedger
-from rdpgan.privacy.randomness import SecretRandomness
+from rdpgan.privacy.randomness import FIT_STREAM, SecretRandomness
+from rdpgan.synthesizer import DPCGAN
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
 ROWS = torch.arange(30, dtype=torch.float32).reshape(10, 3) / 10 - 1
@@ -23,10 +26,14 @@ NOISE_SEED = 5
 SAMPLE_RATE = 0.5
 
 
-def one_step(rows: torch.Tensor, secret: SecretRandomness) -> dict[str, torch.Tensor]:
-    """One DP-SGD step of a linear model on ``rows``; the parameters it ends with."""
-    torch.manual_seed(0)
+def one_step(
+    rows: torch.Tensor, secret: SecretRandomness, init_seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """One DP-SGD step of a linear model on ``rows`` (initialised from ``init_seed``, then
+    from rank 0's parameters under torchrun); the parameters it ends with."""
+    torch.manual_seed(init_seed)
     module = nn.Linear(3, 2)
+    distributed.align(module)
     ledger = PrivacyLedger(1e6, 1e-5, "rdp")
     release = ledger.open_dp_sgd("d", 1.0, SAMPLE_RATE, max_steps=10)
     critic = DPSGD(
@@ -52,17 +59,16 @@ from rdpgan.privacy.randomness import SecretRandomness
 distributed.start(torch.device("cpu"))
 rank = distributed.rank()
 secret = SecretRandomness(NOISE_SEED) if rank == 0 else SecretRandomness()
-params = one_step(distributed.shard(ROWS), secret)
-if rank == 0:
-    torch.save(params, sys.argv[1])
+params = one_step(distributed.shard(ROWS), secret, init_seed=rank)  # rank 1 starts elsewhere
+torch.save(params, sys.argv[1] + str(rank))
 distributed.stop()
 """
 
 
 def test_a_step_on_two_ranks_is_the_step_on_all_rows_with_one_noise_draw(tmp_path):
-    """Each rank clips its own rows, rank 0 alone adds noise, the sums meet: the parameters
-    are those of one process stepping on all rows with that same noise (and not with twice
-    the noise, or rank 1's, or a per-rank mean)."""
+    """Each rank clips its own rows, rank 0 alone adds noise, the sums meet: every rank's
+    parameters are those of one process stepping on all rows with that same noise (and not
+    with twice the noise, or rank 1's, or a per-rank mean, or from rank 1's own start)."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER.format(tests=str(Path(__file__).parent)))
     out = tmp_path / "params.pt"
@@ -74,12 +80,55 @@ def test_a_step_on_two_ranks_is_the_step_on_all_rows_with_one_noise_draw(tmp_pat
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    two = torch.load(out)
     one = one_step(ROWS, SecretRandomness(NOISE_SEED))
-    for name, value in one.items():
-        torch.testing.assert_close(two[name], value, rtol=1e-5, atol=1e-6)
+    for rank in (0, 1):
+        two = torch.load(f"{out}{rank}")
+        for name, value in one.items():
+            torch.testing.assert_close(two[name], value, rtol=1e-5, atol=1e-6)
     noiseless = one_step(ROWS, _Noiseless())
-    assert not torch.allclose(two["weight"], noiseless["weight"], atol=1e-3)  # noise is there
+    assert not torch.allclose(one["weight"], noiseless["weight"], atol=1e-3)  # noise is there
+
+
+def test_each_rank_draws_its_own_secret_stream_and_rank_zero_that_of_one_process(monkeypatch):
+    """Rank 1's Poisson masks and fakes must not repeat rank 0's (the same rows would be
+    picked from both shards' positions alike); rank 0 keeps the one-process stream, so a
+    seeded run's releases are the same."""
+    model = DPCGAN(privacy=PrivacyConfig(noise_seed=3), model=ModelConfig(), device="cpu")
+    draws = {}
+    for rank in (0, 1):
+        monkeypatch.setattr(distributed, "rank", lambda rank=rank: rank)
+        draws[rank] = model._secret(first_step=1).numpy.integers(0, 2**53, size=8)
+    alone = SecretRandomness(3, FIT_STREAM, 1).numpy.integers(0, 2**53, size=8)
+    assert (draws[0] == alone).all()
+    assert not (draws[1] == draws[0]).any()
+
+
+DIFFERENT_TABLES = """
+import sys, numpy as np, torch
+from rdpgan import distributed
+from rdpgan.errors import UserInputError
+distributed.start(torch.device("cpu"))
+rows = np.arange(6).reshape(3, 2)
+distributed.refuse_unless_same(rows)  # the same table: passes
+rows[0, 0] += distributed.rank()  # rank 1 reads one cell differently
+try:
+    distributed.refuse_unless_same(rows)
+except UserInputError as error:
+    print(f"rank {distributed.rank()}: {error}")
+distributed.stop()
+"""
+
+
+def test_ranks_that_read_different_tables_all_refuse(tmp_path):
+    """Overlapping shards would let one row add two clipped gradients to a step."""
+    script = tmp_path / "different.py"
+    script.write_text(DIFFERENT_TABLES)
+    run = subprocess.run(
+        [*TORCHRUN, str(script)], capture_output=True, text=True, timeout=300, env=os.environ
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    for rank in (0, 1):
+        assert f"rank {rank}: the processes read different tables" in run.stdout
 
 
 class _Noiseless(SecretRandomness):

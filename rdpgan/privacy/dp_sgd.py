@@ -83,8 +83,11 @@ class _DistributedSecretNoise(_SecretNoiseExpectedMean, DistributedDPOptimizerFa
     def add_noise(self) -> None:
         if self.rank == 0:
             super().add_noise()
-        else:  # Opacus's own: the clipped sum, no noise
-            DistributedDPOptimizerFastGradientClipping.add_noise(self)
+            return
+        for p in self.params:  # the clipped sum alone, with Opacus's guard as on rank 0
+            _check_processed_flag(p.summed_grad)
+            p.grad = p.summed_grad.view_as(p)
+            _mark_as_processed(p.summed_grad)
 
 
 class DPSGD:

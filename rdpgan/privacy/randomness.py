@@ -29,6 +29,9 @@ COUNTER_BITS = 256
 # Keep a seeded run's uses of the source apart: fitting (and resuming) vs the private schema.
 FIT_STREAM = 0
 SCHEMA_STREAM = 1
+# Under torchrun, rank r > 0 fits with (FIT_STREAM, first step, RANK_STREAM, r): no key of
+# rank 0's (or of a spawned child of it) can equal it.
+RANK_STREAM = 2
 # Poisson masks compare a uniform integer in [0, 2**MASK_BITS) with rate * 2**MASK_BITS, so a
 # rate that is a multiple of 2**-MASK_BITS (see exact_sample_rate) is realised exactly.
 MASK_BITS = 53
