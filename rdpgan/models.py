@@ -72,7 +72,8 @@ class Generator(nn.Module):
         self.register_buffer("tanh_index", tanh, persistent=False)
         self.register_buffer("cell_index", cells, persistent=False)
         self.register_buffer("padded_index", padded, persistent=False)
-        self.register_buffer("block_valid", valid, persistent=False)
+        # Where the valid cells sit in the flattened layout (in cell order).
+        self.register_buffer("valid_cells", valid.flatten().nonzero().squeeze(1), persistent=False)
         self.register_buffer("order", order, persistent=False)
 
     @classmethod
@@ -115,8 +116,9 @@ class Generator(nn.Module):
         if hard:  # straight-through: one-hot forward, soft gradient backward
             one_hot = torch.zeros_like(probs).scatter_(-1, probs.argmax(-1, keepdim=True), 1.0)
             probs = one_hot - probs.detach() + probs
-        values = torch.tanh(logits[:, self.tanh_index])
-        return torch.cat([values, probs[:, self.block_valid]], dim=1)[:, self.order]
+        values = torch.tanh(logits.index_select(1, self.tanh_index))
+        codes = probs.flatten(1).index_select(1, self.valid_cells)
+        return torch.cat([values, codes], dim=1).index_select(1, self.order)
 
     def _blocks(self, cells: torch.Tensor) -> torch.Tensor:
         """[batch, cells] values of the one-hot codes as [batch, blocks, width], padded with
