@@ -2,11 +2,13 @@
 
     python scripts/bench_sampling.py [--rows 1000000] [--chunk-size 100000] [--run-dir DIR]
 
-Without ``--run-dir``, first trains a default-size model on Adult for a few DP steps with
-``python -m rdpgan.train`` in a subprocess (sampling speed does not depend on how long a model
-trained, and the subprocess keeps training's memory out of this process's peak). Then, in this
-process and through the same code as the CLI (:func:`rdpgan.sample.write_samples`), it times
-generating ``--rows`` rows without writing them, then writing them to Parquet, then to CSV.
+Without ``--run-dir``, first trains a default-size model on Adult for ``--train-steps`` DP steps
+(600, as ``train=fast``: raking a barely trained model sweeps longer) with
+``python -m rdpgan.train`` in a subprocess (which keeps training's memory out of this process's
+peak). Then, in this process and through the same code as the CLI
+(:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
+(with raking, as shipped, and without: ``model.sample_pool=1``), then writing them to Parquet,
+then to CSV; and, as the roofline, G's matrix products alone (fp32) on one core.
 Writes its section of ``results/speed.md`` (the part after the training benchmark's).
 """
 
@@ -22,11 +24,36 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+import torch
 from bench_speed import machine, write_speed_md
+from torch.nn import Linear
 
 from rdpgan.sample import iter_samples, load_model, sampling_workers, write_samples
 
-BAR_ROWS_PER_SECOND = 200_000
+BAR_ROWS_PER_SECOND = 500_000  # issue 13
+ROOFLINE_ROWS = 16_384  # one generator chunk (rdpgan.synthesizer.SAMPLE_CHUNK)
+
+
+def matmul_roofline(generator: torch.nn.Module, repeats: int = 5) -> tuple[float, float]:
+    """(GFLOP/s, rows/s) of G's linear layers as a bare fp32 matmul chain on one thread: the
+    most a core can generate, before noise, argmax, decoding or raking."""
+    shapes = [(m.in_features, m.out_features) for m in generator.modules() if isinstance(m, Linear)]
+    weights = [torch.randn(a, b) for a, b in shapes]
+    rows = torch.randn(ROOFLINE_ROWS, shapes[0][0])
+
+    def chain() -> None:
+        x = rows
+        for weight in weights:
+            x = x @ weight
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        best = min(timed(chain) for _ in range(repeats))
+    finally:
+        torch.set_num_threads(previous)
+    flops = 2 * ROOFLINE_ROWS * sum(a * b for a, b in shapes)
+    return flops / best / 1e9, ROOFLINE_ROWS / best
 
 
 def train_model(run_dir: Path, steps: int) -> None:
@@ -58,7 +85,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--chunk-size", type=int, default=100_000)
     parser.add_argument("--run-dir", type=Path, help="a finished run (default: train one)")
-    parser.add_argument("--train-steps", type=int, default=20)
+    parser.add_argument("--train-steps", type=int, default=600)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench_sampling_") as scratch:
@@ -76,6 +103,14 @@ def main() -> None:
             for _ in iter_samples(model, n, seed=0, chunk_size=chunk, workers=workers):
                 pass
 
+        def generate_unraked() -> None:
+            pool = model.model_config.sample_pool
+            model.model_config.sample_pool = 1
+            try:
+                generate()
+            finally:
+                model.model_config.sample_pool = pool
+
         def write(name: str) -> Callable[[], object]:
             return lambda: write_samples(
                 model, work / name, n, seed=0, chunk_size=chunk, workers=workers
@@ -84,6 +119,7 @@ def main() -> None:
         results = []
         for stage, task, out in [
             ("generate + decode only", generate, None),
+            ("generate + decode, no raking (`model.sample_pool=1`)", generate_unraked, None),
             ("Parquet", write("s.parquet"), "s.parquet"),
             ("CSV", write("s.csv"), "s.csv"),
         ]:
@@ -95,8 +131,9 @@ def main() -> None:
     source = f"from {args.run_dir}" if args.run_dir else f"trained {args.train_steps} DP steps"
     verdicts = ", ".join(
         f"{stage} {'met' if rate >= BAR_ROWS_PER_SECOND else 'not met'}"
-        for stage, _, rate, _, _ in results[1:]
+        for stage, _, rate, _, _ in results[2:]
     )
+    gflops, core_rows = matmul_roofline(model.generator)
     lines = [
         "## Sampling (`python -m rdpgan.sample`)",
         "",
@@ -113,6 +150,10 @@ def main() -> None:
         *(f"| {s} | {t:.1f} | {r:,.0f} | {m:.0f} | {f} |" for s, t, r, m, f in results),
         "",
         f"Bar: ≥ {BAR_ROWS_PER_SECOND:,} rows/s written, on 2 CPU cores: {verdicts}.",
+        "",
+        f"Roofline: G's matrix products alone (fp32, {ROOFLINE_ROWS:,} rows, one thread) run at "
+        f"{gflops:.0f} GFLOP/s, {core_rows:,.0f} generated rows/s per core; raking keeps one "
+        f"row of every {model.model_config.sample_pool} generated (`model.sample_pool`).",
     ]
     write_speed_md("\n".join(lines), sampling=True)
 
