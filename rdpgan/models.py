@@ -10,8 +10,9 @@ one-hot block of codes, tanh for a position within a numeric column's bin.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from itertools import pairwise
+from itertools import accumulate, pairwise
 
 import torch
 from torch import nn
@@ -63,15 +64,16 @@ class Generator(nn.Module):
             valid[row, : span.end - span.start] = True
         cells = torch.cat([torch.arange(s.start, s.end) for s in blocks]) if blocks else None
         cells = torch.zeros(0, dtype=torch.long) if cells is None else cells
-        padded = torch.full(valid.shape, len(cells), dtype=torch.long)
-        padded[valid] = torch.arange(len(cells))
+        # Where each block's codes start among the valid cells.
+        offsets = torch.tensor([0, *accumulate(s.end - s.start for s in blocks)][:-1])
         tanh = torch.tensor([s.start for s in spans if s.activation == "tanh"], dtype=torch.long)
         # Output column j comes from position order[j] of cat([tanh values, block values]).
         order = torch.argsort(torch.cat([tanh, cells]))
         self.block_spans = [(s.start, s.end) for s in blocks]
         self.register_buffer("tanh_index", tanh, persistent=False)
         self.register_buffer("cell_index", cells, persistent=False)
-        self.register_buffer("padded_index", padded, persistent=False)
+        self.register_buffer("block_offsets", offsets.long(), persistent=False)
+        self.block_shape = tuple(valid.shape)
         # Where the valid cells sit in the flattened layout (in cell order).
         self.register_buffer("valid_cells", valid.flatten().nonzero().squeeze(1), persistent=False)
         self.register_buffer("order", order, persistent=False)
@@ -112,22 +114,24 @@ class Generator(nn.Module):
             uniform = torch.rand(self.gumbel_shape(len(logits)), device=logits.device)
         # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
         noisy = logits.index_select(1, self.cell_index) - (-uniform.log()).log()
-        probs = torch.softmax(self._blocks(noisy) / self.gumbel_tau, dim=-1)
-        if hard:  # straight-through: one-hot forward, soft gradient backward
-            one_hot = torch.zeros_like(probs).scatter_(-1, probs.argmax(-1, keepdim=True), 1.0)
-            probs = one_hot - probs.detach() + probs
-        values = torch.tanh(logits.index_select(1, self.tanh_index))
+        blocks = self._blocks(noisy)
+        probs = torch.softmax(blocks / self.gumbel_tau, dim=-1)
         codes = probs.flatten(1).index_select(1, self.valid_cells)
+        if hard:  # straight-through: one-hot forward, soft gradient backward
+            # Built on the valid cells only (a third of the padded layout on Adult).
+            chosen = blocks.argmax(-1) + self.block_offsets
+            one_hot = torch.zeros_like(codes).scatter_(1, chosen, 1.0)
+            codes = one_hot - codes.detach() + codes
+        values = torch.tanh(logits.index_select(1, self.tanh_index))
         return torch.cat([values, codes], dim=1).index_select(1, self.order)
 
     def _blocks(self, cells: torch.Tensor) -> torch.Tensor:
         """[batch, cells] values of the one-hot codes as [batch, blocks, width], padded with
         -inf (a padded cell gets no probability)."""
-        sentinel = cells.new_full((len(cells), 1), float("-inf"))
-        padded = torch.cat([cells, sentinel], dim=1)
-        # index_select, not fancy indexing: several times faster on a CPU.
-        flat = padded.index_select(1, self.padded_index.flatten())
-        return flat.view(len(cells), *self.padded_index.shape)
+        # index_copy, whose backward is a gather: index_select from the valid cells plus a
+        # -inf sentinel was as fast forward, but its backward is a slow scatter-add.
+        padded = cells.new_full((len(cells), math.prod(self.block_shape)), float("-inf"))
+        return padded.index_copy(1, self.valid_cells, cells).view(len(cells), *self.block_shape)
 
     def code_probs(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """[batch, columns, codes]: each column's code distribution given (z, y), padded with 0.
