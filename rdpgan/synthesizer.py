@@ -37,7 +37,7 @@ from rdpgan.config import (
     TrainConfig,
     public_privacy_settings,
 )
-from rdpgan.data.datasets import check_target
+from rdpgan.data.datasets import check_target, classes_released
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, read_json, write_json
@@ -212,11 +212,8 @@ class DPCGAN:
         self.charge_schema(release, checkpoint_dir)
         # Each later release reaches the file as soon as it is recorded, before its noise.
         self.ledger.on_record = lambda: self._ledger_to_disk(checkpoint_dir)
-        # Classes released (now, or by the run whose schema.yaml is declared) are not counted.
-        released = bool(release.releases) or getattr(
-            release.schema[target], "unlisted_as_missing", False
-        )
-        features, labels = self._encoded_rows(df, target, release.schema, not released)
+        released = bool(release.releases) or classes_released(release.schema, target)
+        features, labels = self._encoded_rows(df, target, release.schema, released)
         distributed.refuse_unless_same(features, labels)  # shards must partition one table
         self.positive_label = positive_label
         torch.manual_seed(self.seed)  # public randomness only: initialisation, G's own draws
@@ -224,6 +221,8 @@ class DPCGAN:
         if distributed.rank() == 0:  # under torchrun, rank 0 releases and the others receive
             self._release_statistics(features, labels, secret.numpy)
         self._share_releases()
+        if released:  # the rows kept were not counted: δ is checked against the released size
+            self.check_row_count(self.released_rows)
         return self._train(features, labels, checkpoint_dir, secret)
 
     def _release_statistics(
@@ -342,21 +341,25 @@ class DPCGAN:
                 f"the run in {directory} has a damaged checkpoint.json or privacy.json"
             ) from exc
         assert model.transformer is not None
-        features, labels = model._encoded_rows(
-            df, model.transformer.target, model.transformer.schema
-        )
+        target, schema = model.transformer.target, model.transformer.schema
+        features, labels = model._encoded_rows(df, target, schema, classes_released(schema, target))
         first_step = int(meta["step"]) + 1
         secret = model._secret(first_step)
         return model._train(features, labels, directory, secret, resume_from=(meta, tensors))
 
     def _encoded_rows(
-        self, df: pd.DataFrame, target: str, schema: Schema, count_classes: bool = True
+        self, df: pd.DataFrame, target: str, schema: Schema, released: bool
     ) -> tuple[np.ndarray, np.ndarray]:
         """The private rows checked against the schema, encoded once: (features, label codes).
-        ``count_classes=False`` for a paid schema: its classes are released, not counted."""
+
+        ``released``: the target's classes were released (a paid schema): the rows kept are
+        then neither counted nor checked for their classes, so nothing refused after the
+        schema's noise depends on them (the caller checks δ against released values).
+        """
         frame = schema.conform(df)
-        check_target(frame, schema, target, rows=count_classes)
-        self.check_row_count(len(frame))
+        check_target(frame, schema, target, rows=not released)
+        if not released:
+            self.check_row_count(len(frame))
         if self.transformer is None:
             self.transformer = TableTransformer(schema, target, self.model_config.numeric_bins)
         return self.transformer.encode(frame), self.transformer.encode_labels(frame)

@@ -131,6 +131,11 @@ def test_unknown_column_and_bad_target_are_refused():
         DPCGAN(device="cpu", **SMALL).fit(toy_table().assign(y=0), "y", SCHEMA)
     with pytest.raises(UserInputError, match="1/n"):
         DPCGAN(delta=0.01, device="cpu", **SMALL).fit(toy_table(), "y", SCHEMA)
+    # A released target (a paid schema's, reused from its schema.yaml): δ is checked against
+    # the released number of rows, the rows kept are not counted.
+    released = [*SCHEMA[:-1], {**SCHEMA[-1], "missing": True, "unlisted_as_missing": True}]
+    with pytest.raises(UserInputError, match="1/n"):
+        DPCGAN(delta=0.01, device="cpu", **SMALL).fit(toy_table(), "y", released)
 
 
 def test_damaged_model_file_is_a_clear_error(tmp_path):

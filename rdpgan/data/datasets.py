@@ -50,6 +50,13 @@ def check_target(frame: pd.DataFrame, schema: Schema, target: str, rows: bool = 
         raise UserInputError(f"target {target!r} has a single class; nothing to condition on")
 
 
+def classes_released(schema: Schema, target: str) -> bool:
+    """Whether the target's classes are released values (a paid schema, or the schema.yaml of
+    a run that paid for one): its other values read as missing, and no refusal after the
+    release may count the rows or their classes."""
+    return getattr(schema[target], "unlisted_as_missing", False)
+
+
 def table_path(config: DatasetConfig, root: str | None = None) -> Path:
     """``dataset.path`` as given, else ``dataset.file`` under the data root."""
     return Path(config.path) if config.path else data_root(root) / config.file

@@ -32,7 +32,7 @@ import yaml
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
 from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
-from rdpgan.data.datasets import check_target, read_frame, split
+from rdpgan.data.datasets import check_target, classes_released, read_frame, split
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import Release, basic_epsilon
@@ -164,9 +164,10 @@ def read_schema_file(path: Path) -> Schema:
         raise UserInputError(f"schema file {path}: {exc}") from exc
 
 
-def _dropped_by_file(config: SchemaConfig, frame: pd.DataFrame) -> list[str]:
+def _dropped_by_file(config: SchemaConfig, frame: pd.DataFrame, target: str) -> list[str]:
     """The columns a declared ``schema.yaml`` lists as ``dropped`` (a run's own record of what
-    it left out), so that the file trains again as it is; those not in the data are ignored."""
+    it left out), so that the file trains again as it is; those not in the data are ignored,
+    and one the file also lists as a column (or the target) is an edited file's mistake."""
     if config.source != "declared" or config.file is None or not Path(config.file).is_file():
         return []
     try:
@@ -176,6 +177,18 @@ def _dropped_by_file(config: SchemaConfig, frame: pd.DataFrame) -> list[str]:
     dropped = loaded.get("dropped") if isinstance(loaded, dict) else None
     if not isinstance(dropped, dict):
         return []
+    columns = loaded.get("columns")
+    kept = (
+        {c.get("name") for c in columns if isinstance(c, dict)}
+        if isinstance(columns, list)
+        else set()
+    )
+    for name in dropped:
+        if name == target or name in kept:
+            raise UserInputError(
+                f"schema file {config.file} lists {name!r} both as dropped and as "
+                + ("the target" if name == target else "a column")
+            )
     return [n for n in dropped if n in frame.columns and n not in config.drop]
 
 
@@ -670,7 +683,7 @@ def resolve_schema(
         raise UserInputError(f"schema.drop names {unknown[0]!r}, which is not a column")
     if dataset.target in config.drop:
         raise UserInputError("schema.drop cannot drop the target")
-    frame = frame.drop(columns=list(config.drop) + _dropped_by_file(config, frame))
+    frame = frame.drop(columns=list(config.drop) + _dropped_by_file(config, frame, dataset.target))
     _check_types(frame, config)
     if config.source == "private" and released is not None:
         frame, release = _released_target(frame, dataset, released)
@@ -733,7 +746,7 @@ def load_tables(
     if config.source == "declared":
         frame, release = resolve_schema(frame, dataset, config, budget, rng)
         frame = release.schema.conform(frame)
-        released = release.schema[dataset.target].unlisted_as_missing  # a reused schema.yaml
+        released = classes_released(release.schema, dataset.target)  # a reused schema.yaml
         check_target(frame, release.schema, dataset.target, rows=not released)
         train, test = split(
             frame, dataset.target, dataset.test_size, dataset.split_seed, stratify=not released

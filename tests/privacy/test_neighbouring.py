@@ -31,6 +31,7 @@ import torch
 
 from rdpgan import measure
 from rdpgan.config import DatasetConfig, SchemaConfig
+from rdpgan.data.datasets import classes_released
 from rdpgan.data.discretize import table_sizes
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
@@ -41,6 +42,7 @@ from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.mechanisms.stability import stability_threshold
 from rdpgan.privacy.private_schema import candidate_counts, round_quantile_scores
 from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
+from rdpgan.synthesizer import DPCGAN
 from rdpgan.training import CGANTrainer
 from rdpgan.transform import TableTransformer
 
@@ -613,7 +615,8 @@ ENDINGS = [
 def test_a_private_run_ends_the_same_way_on_neighbouring_tables(
     monkeypatch, tmp_path, classes, extra, positive, candidates
 ):
-    """Through load_tables (the split, the target's rows, every check after the schema): with
+    """Through load_tables and the checks fit and resume make next (the split, the target's
+    rows, every check after the schema): with
     the mechanisms' outputs fixed, neighbouring raw tables are refused with the same message,
     or both give the same schema. (The rows kept are not compared: a split of one more row is
     another permutation, so the train splits are not neighbours of each other; the guarantee
@@ -639,12 +642,18 @@ def test_a_private_run_ends_the_same_way_on_neighbouring_tables(
         queries = GenerousQueries(monkeypatch, replay=first)
         first = first or queries
         try:
-            _, _, release = private_schema_module.load_tables(
+            train, _, release = private_schema_module.load_tables(
                 dataset, config, None, (50.0, 1e-3), np.random.default_rng(0)
             )
-            endings.append(("kept", None, release.schema.to_specs()))
         except UserInputError as exc:
             endings.append(("refused", str(exc), None))
+            continue
+        # What fit and resume check next must not refuse: δ = 0.01 is not below 1/n of these
+        # ~320 rows, so a check that counted the rows kept (or their classes) would.
+        DPCGAN(epsilon=50.0, delta=0.01)._encoded_rows(
+            train, "y", release.schema, classes_released(release.schema, "y")
+        )
+        endings.append(("kept", None, release.schema.to_specs()))
     (kind_a, a, specs_a), (kind_b, b, specs_b) = endings
     assert (kind_a, specs_a) == (kind_b, specs_b)
     if kind_a == "refused":
