@@ -374,3 +374,31 @@ def test_a_raw_csv_trains_quietly_and_its_schema_yaml_trains_again_for_free(tmp_
         read(tmp_path / "again" / "run", "model.json")["schema"]
         == read(run, "model.json")["schema"]
     )
+
+
+def test_a_reused_one_vs_rest_schema_needs_its_positive_label(tmp_path):
+    """A schema.yaml released as 'p' vs 'not p' read without positive_label=p would keep only
+    the rows spelled 'p' (every other class reads as missing): refused from the file alone."""
+    rng = np.random.default_rng(0)
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"x": rng.integers(0, 9, 200), "y": rng.choice(["p", "q", "r"], 200)}).to_csv(
+        path, index=False
+    )
+    schema = tmp_path / "schema.yaml"
+    target = {"name": "y", "kind": "categorical", "levels": ["p", "not p"], "missing": True}
+    columns = [{"name": "x", "kind": "continuous", "lo": 0, "hi": 9, "integer": True}]
+    schema.write_text(
+        yaml.safe_dump({"columns": [*columns, {**target, "unlisted_as_missing": True}]})
+    )
+    config = SchemaConfig(source="declared", file=str(schema))
+    for positive in (None, "q"):
+        dataset = DatasetConfig(name="t", path=str(path), target="y", positive_label=positive)
+        with pytest.raises(UserInputError, match="positive_label=p"):
+            private_schema_module.load_tables(
+                dataset, config, None, (8.0, 1e-5), np.random.default_rng(0)
+            )
+    dataset = DatasetConfig(name="t", path=str(path), target="y", positive_label="p")
+    train, _, _ = private_schema_module.load_tables(
+        dataset, config, None, (8.0, 1e-5), np.random.default_rng(0)
+    )
+    assert set(train["y"]) == {"p", "not p"}

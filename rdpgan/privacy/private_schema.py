@@ -623,6 +623,12 @@ def _target_levels(
     if column is None:
         column = Categorical(target, tuple(sorted(frame[target].unique().tolist(), key=str)))
     levels = list(column.levels)
+    if released and levels == one_vs_rest_classes(levels[0]) and str(positive) != levels[0]:
+        # Without it the rows' own classes would all read as missing but one spelled alike.
+        raise UserInputError(
+            f"target {target!r} was released as {levels[0]!r} vs the rest; set "
+            f"dataset.positive_label={levels[0]}"
+        )
     if positive is not None and levels == one_vs_rest_classes(positive):
         frame = one_vs_rest(frame, target, positive)
     elif len(levels) > 2:
