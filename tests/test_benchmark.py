@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_SETTINGS = [
@@ -91,6 +92,33 @@ def test_grid_runs_under_the_joblib_launcher(tmp_path, data_dir):
     run = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Joblib.Parallel(n_jobs=2" in run.stdout + run.stderr
+    runs = pd.read_csv(results / "bench_cervical.csv")
+    assert sorted(zip(runs["method"], runs["repeat"], strict=True)) == [
+        ("cgan", 0),
+        ("cgan", 1),
+        ("rdp_cgan", 0),
+        ("rdp_cgan", 1),
+    ]
+
+
+def test_grid_runs_under_the_ray_launcher(tmp_path, data_dir):
+    """Hydra's Ray launcher (the `ray` extra) runs the cells as tasks on a local Ray instance
+    it starts with 2 CPUs; their rows all land, each once, as with the joblib launcher."""
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    results = tmp_path / "results"
+    grid = cervical_grid(
+        tmp_path,
+        "hydra/launcher=ray",
+        "+hydra.launcher.ray.init.num_cpus=2",
+        "+hydra.launcher.ray.init.include_dashboard=false",
+        "epsilon=8",
+        "repeats=2",
+    )
+    run = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    log = run.stdout + run.stderr
+    assert "Ray Launcher is launching 2 jobs" in log
+    assert "'num_cpus': 2" in log  # ray.init got the settings, not a default instance
     runs = pd.read_csv(results / "bench_cervical.csv")
     assert sorted(zip(runs["method"], runs["repeat"], strict=True)) == [
         ("cgan", 0),
