@@ -82,6 +82,17 @@ def test_grid_slice_runs_resumes_and_reports(tmp_path, data_dir):
     assert (results / "fidelity_vs_epsilon.png").stat().st_size > 1000
 
 
+def assert_each_cell_landed_once(results: Path) -> None:
+    """Both methods' 2 repeats of the launcher tests' grid: one row each, none lost."""
+    runs = pd.read_csv(results / "bench_cervical.csv")
+    assert sorted(zip(runs["method"], runs["repeat"], strict=True)) == [
+        ("cgan", 0),
+        ("cgan", 1),
+        ("rdp_cgan", 0),
+        ("rdp_cgan", 1),
+    ]
+
+
 def test_grid_runs_under_the_joblib_launcher(tmp_path, data_dir):
     """Hydra's joblib launcher fans the cells out over 2 processes; their rows all land, each
     once (the CSV append is locked), as with the basic launcher."""
@@ -92,13 +103,7 @@ def test_grid_runs_under_the_joblib_launcher(tmp_path, data_dir):
     run = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Joblib.Parallel(n_jobs=2" in run.stdout + run.stderr
-    runs = pd.read_csv(results / "bench_cervical.csv")
-    assert sorted(zip(runs["method"], runs["repeat"], strict=True)) == [
-        ("cgan", 0),
-        ("cgan", 1),
-        ("rdp_cgan", 0),
-        ("rdp_cgan", 1),
-    ]
+    assert_each_cell_landed_once(results)
 
 
 def test_grid_runs_under_the_ray_launcher(tmp_path, data_dir):
@@ -119,10 +124,4 @@ def test_grid_runs_under_the_ray_launcher(tmp_path, data_dir):
     log = run.stdout + run.stderr
     assert "Ray Launcher is launching 2 jobs" in log
     assert "'num_cpus': 2" in log  # ray.init got the settings, not a default instance
-    runs = pd.read_csv(results / "bench_cervical.csv")
-    assert sorted(zip(runs["method"], runs["repeat"], strict=True)) == [
-        ("cgan", 0),
-        ("cgan", 1),
-        ("rdp_cgan", 0),
-        ("rdp_cgan", 1),
-    ]
+    assert_each_cell_landed_once(results)
