@@ -112,6 +112,10 @@ class Generator(nn.Module):
         logits = self.head(self.body(torch.cat([z, y], dim=1)))
         if uniform is None:
             uniform = torch.rand(self.gumbel_shape(len(logits)), device=logits.device)
+        elif uniform.shape != self.gumbel_shape(len(logits)):  # broadcasting would couple rows
+            raise ValueError(
+                f"uniform has shape {tuple(uniform.shape)}, not {self.gumbel_shape(len(logits))}"
+            )
         # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
         noisy = logits.index_select(1, self.cell_index) - (-uniform.log()).log()
         blocks = self._blocks(noisy)

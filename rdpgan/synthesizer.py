@@ -117,6 +117,10 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
     for name, value in positive.items():
         if not value > 0:
             raise UserInputError(f"{name} must be positive, got {value}")
+    counts = {"train.steps": train.steps, "train.max_steps": train.max_steps}
+    for name, value in counts.items():  # a fraction would fail in calibration, after releases
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise UserInputError(f"{name} must be a whole number, got {value}")
     rate = train.max_sample_rate
     if not 0.0 < rate <= 1.0:
         raise UserInputError(f"train.max_sample_rate must be in (0, 1], got {rate}")

@@ -164,6 +164,8 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"train": TrainConfig(batch_size=0)}, "batch_size"),
         ({"train": TrainConfig(n_critic=0)}, "n_critic"),
         ({"train": TrainConfig(max_sample_rate=1.5)}, "max_sample_rate"),
+        ({"train": TrainConfig(max_steps=2.5)}, "max_steps must be a whole number"),
+        ({"train": TrainConfig(steps=True)}, "steps must be a whole number"),
     ],
 )
 def test_settings_that_numpy_or_torch_would_reject_are_refused_up_front(settings, message):

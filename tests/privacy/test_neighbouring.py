@@ -271,6 +271,8 @@ def test_the_generator_makes_each_row_from_its_own_draws():
     whole = generator(z, y, uniform=u)
     alone = torch.cat([generator(z[[i]], y[[i]], uniform=u[[i]]) for i in range(50)])
     torch.testing.assert_close(whole, alone)
+    with pytest.raises(ValueError, match="shape"):  # one row's draws broadcast to every row
+        generator(z, y, uniform=u[:1])
 
 
 class ZeroNoise:
