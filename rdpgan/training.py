@@ -197,7 +197,11 @@ class _PairTargets:
         self.count = len(pairs)
         self.first = torch.tensor([i for i, _ in pairs], dtype=torch.long, device=device)
         self.second = torch.tensor([j for _, j in pairs], dtype=torch.long, device=device)
-        coarse = max((int(m.max()) + 1 for m in marginals.maps if len(m)), default=1)
+        # A released table may have coarse cells no code maps to (so: the widest of both).
+        coarse = max(
+            [1, *(max(t.shape) for t in marginals.joint)]
+            + [int(m.max()) + 1 for m in marginals.maps if len(m)]
+        )
         # [column, code, coarse code] 0/1 maps: multiplying probabilities by one sums them
         # into coarse cells (padding maps nowhere); [pair, coarse, coarse] targets, 0-padded.
         self.maps = torch.zeros(len(marginals.maps), width, coarse, device=device)

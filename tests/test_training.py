@@ -21,6 +21,8 @@ def test_the_batched_pair_kl_equals_each_pair_computed_on_its_own():
         table = rng.random((maps[i].max() + 1, maps[j].max() + 1))
         table[0, 0] = 0.0  # a cell the target leaves empty adds nothing
         joint.append(table / table.sum())
+    # A released table wider than its columns' maps reach (its last coarse cell is empty).
+    joint[1] = np.pad(joint[1], ((0, 0), (0, 3)))
     marginals = Marginals([np.ones((2, c)) / c for c in codes], pairs, joint, maps)
     rows, width = 50, max(codes)
     logits = torch.randn(rows, len(codes), width, dtype=torch.float64)
