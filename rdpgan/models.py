@@ -31,9 +31,10 @@ def _mlp(sizes: Sequence[int], make_block) -> nn.Sequential:
 class Generator(nn.Module):
     """Maps noise and a one-hot label to a row in the transformer's encoding.
 
-    All one-hot blocks are handled in one padded [batch, blocks, width] tensor rather than a
-    Python loop over columns: a table with 40 categorical columns would otherwise cost 40 tiny
-    kernel launches per forward pass, which dominates training time on a CPU.
+    The one-hot blocks are handled in a few padded [batch, blocks, width] tensors, one per
+    bucket of blocks of similar width, rather than a Python loop over columns: a table with 40
+    categorical columns would otherwise cost 40 tiny kernel launches per forward pass, which
+    dominates training time on a CPU; one tensor for all would be mostly padding.
     """
 
     def __init__(
@@ -56,26 +57,41 @@ class Generator(nn.Module):
         self.head = nn.Linear(sizes[-1], width)
 
         blocks = [s for s in spans if s.activation == "softmax"]
-        block_width = max((s.end - s.start for s in blocks), default=1)
-        # Cells of the padded [blocks, width] layout: which output column each valid one is,
-        # and which valid cell (or the -inf sentinel after the last) each padded one reads.
-        valid = torch.zeros(len(blocks), block_width, dtype=torch.bool)
-        for row, span in enumerate(blocks):
-            valid[row, : span.end - span.start] = True
-        cells = torch.cat([torch.arange(s.start, s.end) for s in blocks]) if blocks else None
-        cells = torch.zeros(0, dtype=torch.long) if cells is None else cells
-        # Where each block's codes start among the valid cells.
-        offsets = torch.tensor([0, *accumulate(s.end - s.start for s in blocks)][:-1])
+        widths = [s.end - s.start for s in blocks]
+        # The code cells (logits of one-hot blocks), grouped into buckets of blocks of similar
+        # width: each bucket is one padded [blocks, width] softmax, so the padding stays small
+        # (Adult's 14 blocks are 2 to 99 codes wide: one layout would be 1,386 cells for 413).
+        self.buckets = _width_buckets(widths)
+        self.bucket_shapes = [(len(b), max(widths[j] for j in b)) for b in self.buckets]
+        in_bucket_order = [j for bucket in self.buckets for j in bucket]
+        cells = [torch.arange(blocks[j].start, blocks[j].end) for j in in_bucket_order]
+        cells = torch.cat(cells) if cells else torch.zeros(0, dtype=torch.long)
+        # Where each block's codes start among the cells (bucket order): argmax + this = cell.
+        starts = list(accumulate((widths[j] for j in in_bucket_order), initial=0))
+        first_blocks = accumulate(map(len, self.buckets), initial=0)
+        self.bucket_cells = [(starts[i], starts[j]) for i, j in pairwise(first_blocks)]
+        # Each cell's place in its bucket's flattened padded layout, and in the [blocks (span
+        # order), widest] layout of :meth:`code_probs`.
+        in_bucket, padded = [], []
+        for bucket, (_, bucket_width) in zip(self.buckets, self.bucket_shapes, strict=True):
+            for slot, j in enumerate(bucket):
+                in_bucket.append(torch.arange(widths[j]) + slot * bucket_width)
+                padded.append(torch.arange(widths[j]) + j * max(widths))
         tanh = torch.tensor([s.start for s in spans if s.activation == "tanh"], dtype=torch.long)
-        # Output column j comes from position order[j] of cat([tanh values, block values]).
+        # Output column j comes from position order[j] of cat([tanh values, cell values]).
         order = torch.argsort(torch.cat([tanh, cells]))
         self.block_spans = [(s.start, s.end) for s in blocks]
+        self.block_shape = (len(blocks), max(widths, default=1))
+        empty = torch.zeros(0, dtype=torch.long)
         self.register_buffer("tanh_index", tanh, persistent=False)
         self.register_buffer("cell_index", cells, persistent=False)
-        self.register_buffer("block_offsets", offsets.long(), persistent=False)
-        self.block_shape = tuple(valid.shape)
-        # Where the valid cells sit in the flattened layout (in cell order).
-        self.register_buffer("valid_cells", valid.flatten().nonzero().squeeze(1), persistent=False)
+        self.register_buffer("block_offsets", torch.tensor(starts[:-1]).long(), persistent=False)
+        self.register_buffer(
+            "bucket_index", torch.cat(in_bucket) if in_bucket else empty, persistent=False
+        )
+        self.register_buffer(
+            "padded_index", torch.cat(padded) if padded else empty, persistent=False
+        )
         self.register_buffer("order", order, persistent=False)
 
     @classmethod
@@ -118,24 +134,37 @@ class Generator(nn.Module):
             )
         # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
         noisy = logits.index_select(1, self.cell_index) - (-uniform.log()).log()
-        blocks = self._blocks(noisy)
-        probs = torch.softmax(blocks / self.gumbel_tau, dim=-1)
-        codes = probs.flatten(1).index_select(1, self.valid_cells)
-        if hard:  # straight-through: one-hot forward, soft gradient backward
-            # Built on the valid cells only (a third of the padded layout on Adult).
-            chosen = blocks.argmax(-1) + self.block_offsets
+        # Temperature does not move an argmax: one padded layout serves both.
+        codes, chosen = self._softmax(noisy / self.gumbel_tau, argmax=hard)
+        if chosen is not None:  # straight-through: one-hot forward, soft gradient backward
             one_hot = torch.zeros_like(codes).scatter_(1, chosen, 1.0)
             codes = one_hot - codes.detach() + codes
         values = torch.tanh(logits.index_select(1, self.tanh_index))
         return torch.cat([values, codes], dim=1).index_select(1, self.order)
 
-    def _blocks(self, cells: torch.Tensor) -> torch.Tensor:
-        """[batch, cells] values of the one-hot codes as [batch, blocks, width], padded with
-        -inf (a padded cell gets no probability)."""
-        # index_copy, whose backward is a gather: index_select from the valid cells plus a
-        # -inf sentinel was as fast forward, but its backward is a slow scatter-add.
-        padded = cells.new_full((len(cells), math.prod(self.block_shape)), float("-inf"))
-        return padded.index_copy(1, self.valid_cells, cells).view(len(cells), *self.block_shape)
+    def _softmax(
+        self, cells: torch.Tensor, argmax: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """[batch, cells]: the softmax of each block's cells; with ``argmax``, also [batch,
+        blocks]: the cell of each block's largest value."""
+        probs, chosen = [], []
+        for (start, end), shape in zip(self.bucket_cells, self.bucket_shapes, strict=True):
+            view = cells[:, start:end]
+            padding = end - start < math.prod(shape)
+            if padding:  # padded cells get no probability; index_copy's backward is a gather
+                padded = view.new_full((len(cells), math.prod(shape)), float("-inf"))
+                view = padded.index_copy(1, self.bucket_index[start:end], view)
+            view = view.view(len(cells), *shape)
+            bucket_probs = torch.softmax(view, dim=-1).flatten(1)
+            if padding:
+                bucket_probs = bucket_probs.index_select(1, self.bucket_index[start:end])
+            probs.append(bucket_probs)
+            if argmax:
+                chosen.append(view.detach().argmax(-1))
+        if not probs:  # a table without categorical codes
+            return cells, cells.long() if argmax else None
+        blocks = torch.cat(chosen, dim=1) + self.block_offsets if argmax else None
+        return torch.cat(probs, dim=1), blocks
 
     def code_probs(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """[batch, columns, codes]: each column's code distribution given (z, y), padded with 0.
@@ -145,7 +174,11 @@ class Generator(nn.Module):
         which the marginal loss matches to the released (DP) marginals, differentiably.
         """
         logits = self.head(self.body(torch.cat([z, y], dim=1)))
-        return torch.softmax(self._blocks(logits.index_select(1, self.cell_index)), dim=-1)
+        cells = logits.index_select(1, self.cell_index)
+        # One softmax over the [blocks, widest] layout the loss needs (-inf padding: 0 there).
+        padded = cells.new_full((len(cells), math.prod(self.block_shape)), float("-inf"))
+        padded = padded.index_copy(1, self.padded_index, cells)
+        return torch.softmax(padded.view(len(cells), *self.block_shape), dim=-1)
 
     @torch.no_grad()
     def sample_parts(
@@ -166,6 +199,29 @@ class Generator(nn.Module):
         codes = [noisy[:, start:end].argmax(dim=1) for start, end in self.block_spans]
         blocks = torch.stack(codes, dim=1) if codes else logits.new_zeros(len(logits), 0).long()
         return torch.tanh(logits[:, self.tanh_index]), blocks
+
+
+# Padded cells a bucket of blocks must save to be worth its own layout (a few more small kernels
+# a pass). On Adult's blocks, 0 to 64 timed alike; one layout for all was the slowest.
+BUCKET_COST = 16
+
+
+def _width_buckets(widths: Sequence[int], cost: int = BUCKET_COST) -> list[list[int]]:
+    """Blocks (indices into ``widths``) in buckets of similar width, narrowest first: the
+    partition of the sorted widths with the fewest padded cells plus ``cost`` per bucket."""
+    order = sorted(range(len(widths)), key=widths.__getitem__)
+    best = [0] + [math.inf] * len(order)  # best[j]: the first j blocks in buckets
+    cut = [0] * (len(order) + 1)
+    for end in range(1, len(order) + 1):
+        for start in range(end):
+            total = best[start] + (end - start) * widths[order[end - 1]] + cost
+            if total < best[end]:
+                best[end], cut[end] = total, start
+    buckets, end = [], len(order)
+    while end > 0:
+        buckets.append(order[cut[end] : end])
+        end = cut[end]
+    return buckets[::-1]
 
 
 class Discriminator(nn.Module):

@@ -6,7 +6,7 @@ import pytest
 import torch
 from opacus.validators import ModuleValidator
 
-from rdpgan.models import Discriminator, Generator
+from rdpgan.models import Discriminator, Generator, _width_buckets
 from rdpgan.transform import Span
 
 SPANS = (Span(0, 1, "tanh"), Span(1, 4, "softmax"), Span(4, 5, "tanh"), Span(5, 7, "softmax"))
@@ -89,3 +89,53 @@ def test_sampling_path_draws_categories_with_the_softmax_probabilities():
     _, codes = generator.sample_parts(torch.randn(20_000, 4), torch.ones(20_000, 1))
     frequencies = torch.bincount(codes[:, 0], minlength=3).float() / 20_000
     torch.testing.assert_close(frequencies, torch.tensor([0.2, 0.3, 0.5]), atol=0.015, rtol=0)
+
+
+# Blocks 2 to 30 codes wide (and a tanh column between), so G groups them in several buckets,
+# some padded and some not.
+WIDE_SPANS = (
+    Span(0, 3, "softmax"),
+    Span(3, 4, "tanh"),
+    Span(4, 34, "softmax"),
+    Span(34, 36, "softmax"),
+    Span(36, 44, "softmax"),
+    Span(44, 51, "softmax"),
+)
+
+
+def test_width_buckets_cover_each_block_once_and_trade_padding_for_buckets():
+    widths = [3, 30, 2, 8, 7]
+    assert sorted(j for b in _width_buckets(widths) for j in b) == list(range(len(widths)))
+    assert _width_buckets(widths, cost=0) == [[2], [0], [4], [3], [1]]  # no padding at all
+    assert _width_buckets(widths, cost=10**6) == [[2, 0, 4, 3, 1]]  # one padded layout
+    assert _width_buckets([]) == []
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_generator_blocks_are_each_blocks_own_gumbel_softmax(hard):
+    """Each block's cells against a per-block loop: the softmax of (logits + Gumbel noise) / τ,
+    or its argmax's one-hot; the bucketed layout must neither mix blocks nor leak padding."""
+    torch.manual_seed(0)
+    generator = Generator(8, 2, [16], WIDE_SPANS, width=51, gumbel_tau=0.5)
+    assert len(generator.buckets) > 1
+    z = torch.randn(6, 8)
+    y = torch.nn.functional.one_hot(torch.tensor([0, 1, 1, 0, 1, 0]), 2).float()
+    uniform = torch.rand(generator.gumbel_shape(6))
+    out = generator(z, y, hard=hard, uniform=uniform)
+    logits = generator.head(generator.body(torch.cat([z, y], dim=1)))
+    gumbel = torch.zeros_like(logits)
+    gumbel[:, generator.cell_index] = -(-uniform.log()).log()  # the draw of each cell
+    for start, end in generator.block_spans:
+        noisy = logits[:, start:end] + gumbel[:, start:end]
+        if hard:
+            expected = torch.nn.functional.one_hot(noisy.argmax(1), end - start).float()
+        else:
+            expected = torch.softmax(noisy / 0.5, dim=1)
+        torch.testing.assert_close(out[:, start:end], expected)
+    torch.testing.assert_close(out[:, 3], torch.tanh(logits[:, 3]))
+    probs = generator.code_probs(z, y)
+    for column, (start, end) in enumerate(generator.block_spans):
+        torch.testing.assert_close(
+            probs[:, column, : end - start], torch.softmax(logits[:, start:end], 1)
+        )
+        assert torch.all(probs[:, column, end - start :] == 0)
