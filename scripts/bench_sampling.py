@@ -3,7 +3,7 @@
     python scripts/bench_sampling.py [--rows 1000000] [--chunk-size 100000] [--run-dir DIR]
 
 Without ``--run-dir``, first trains a default-size model on Adult for ``--train-steps`` DP steps
-(600, as ``train=fast``: raking a barely trained model sweeps longer) with
+(700, as the default run: raking a barely trained model sweeps longer) with
 ``python -m rdpgan.train`` in a subprocess (which keeps training's memory out of this process's
 peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--chunk-size", type=int, default=100_000)
     parser.add_argument("--run-dir", type=Path, help="a finished run (default: train one)")
-    parser.add_argument("--train-steps", type=int, default=600)
+    parser.add_argument("--train-steps", type=int, default=700)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench_sampling_") as scratch:

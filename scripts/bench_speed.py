@@ -6,8 +6,8 @@ and a full Adult run, each quiet and with one competing busy process.
 Times the exact training code (:class:`rdpgan.training.CGANTrainer`) on the real Adult train
 split with the default model and batch size; then short runs of the README's main command with
 1 and 2 torch threads and the policy's choice, and full runs end to end (the command itself,
-with ``train=fast``, and under ``torchrun`` with 2 processes), each quiet and beside a busy
-process. Run it alone on the machine.
+and under ``torchrun`` with 2 processes), each quiet and beside a busy process. Run it alone
+on the machine.
 Writes ``results/speed.md`` (atomically) with the command, date, machine and numbers.
 """
 
@@ -156,7 +156,6 @@ def main() -> None:
 FULL_RUN = ["dataset=adult", "epsilon=8"]  # the README's main command
 FULL_RUN_COMMANDS = {
     "default": "python -m rdpgan.train dataset=adult epsilon=8",
-    "fast": "python -m rdpgan.train dataset=adult epsilon=8 train=fast",
     "torchrun": "torchrun --nproc-per-node=2 -m rdpgan.train dataset=adult epsilon=8",
 }
 THREAD_SETTINGS = ("1", "2", "null")  # null: rdpgan.threads' policy
@@ -237,7 +236,6 @@ def thread_policy_section(steps: int) -> list[str]:
 
 FULL_RUNS: dict[str, tuple[list[str], Sequence[str]]] = {
     "default": (FULL_RUN, (sys.executable,)),
-    "fast": ([*FULL_RUN, "train=fast"], (sys.executable,)),
     "torchrun": (FULL_RUN, TORCHRUN),
 }
 

@@ -45,7 +45,8 @@ E50 = replace(BASE_TRAIN, epochs=50)
 FAST_LR = replace(E50, generator_lr=1e-3, discriminator_lr=1e-3)
 NONPRIVATE = PrivacyConfig(name="none", accountant="none")
 AUX1 = replace(ST, auxiliary_weight=1.0)
-FULL = TrainConfig(progress=False)  # the package defaults (50 epochs)
+# The package defaults of rounds 8-9 (50 epochs; round 10 made 700 steps at lr 5e-4 the default).
+FULL = TrainConfig(progress=False, max_steps=3000, generator_lr=2e-4, discriminator_lr=2e-4)
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
     "default": (BASE_MODEL, BASE_TRAIN, PrivacyConfig()),
@@ -208,12 +209,22 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         PrivacyConfig(),
     ),
     "r9_s1000_c2": (ModelConfig(), replace(FULL, steps=1000, n_critic=2), PrivacyConfig()),
+    # Round 10 (issue 13): the default's length for a full Adult run in a minute, between
+    # round 9's 600 steps and its 50 epochs.
+    **{
+        f"r10_s{steps}_lr{lr:.0e}".replace("e-0", "e-"): (
+            ModelConfig(),
+            replace(FULL, steps=steps, generator_lr=lr, discriminator_lr=lr),
+            PrivacyConfig(),
+        )
+        for steps, lr in ((700, 5e-4), (800, 4e-4), (800, 5e-4))
+    },
 }
 
 
 def round_of(name: str) -> int:
-    if name.startswith(("r8_", "r9_")):
-        return int(name[1])
+    if name.startswith(("r8_", "r9_", "r10_")):
+        return int(name[1 : name.index("_")])
     if "_m" in name and "_f" in name:
         return 7
     if name.startswith("r5_"):
