@@ -150,7 +150,8 @@ class TrainConfig:
     name: str = "default"
     # Planned length; sigma is calibrated so these epochs end exactly at the target epsilon.
     epochs: float = 50.0
-    # With privacy.noise_multiplier set, training runs until the budget is spent or this cap.
+    # With privacy.noise_multiplier set, training runs until the budget is spent or this cap
+    # (or max_steps; null lifts it).
     max_epochs: float | None = None
     # Most discriminator steps that epochs (or max_epochs) may ask for: Adult's 50 epochs
     # would be ~2,600 steps (``train=long``); 700 at a higher learning rate keep most of

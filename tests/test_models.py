@@ -125,14 +125,25 @@ def test_generator_blocks_are_each_blocks_own_gumbel_softmax(hard):
     logits = generator.head(generator.body(torch.cat([z, y], dim=1)))
     gumbel = torch.zeros_like(logits)
     gumbel[:, generator.cell_index] = -(-uniform.log()).log()  # the draw of each cell
+    columns = [torch.tanh(logits[:, 3:4])]  # the tanh column, placed after block 0 below
     for start, end in generator.block_spans:
         noisy = logits[:, start:end] + gumbel[:, start:end]
-        if hard:
-            expected = torch.nn.functional.one_hot(noisy.argmax(1), end - start).float()
-        else:
-            expected = torch.softmax(noisy / 0.5, dim=1)
+        expected = torch.softmax(noisy / 0.5, dim=1)
+        if hard:  # straight-through: the one-hot forward, the softmax's gradient backward
+            one_hot = torch.nn.functional.one_hot(noisy.argmax(1), end - start).float()
+            expected = one_hot - expected.detach() + expected
         torch.testing.assert_close(out[:, start:end], expected)
+        columns.insert(0, expected) if start == 0 else columns.append(expected)
     torch.testing.assert_close(out[:, 3], torch.tanh(logits[:, 3]))
+    # The same gradients as the per-block loop's, for every parameter of G.
+    weights = torch.randn_like(out)
+    loop = torch.cat(columns, dim=1)
+    for ours, theirs in zip(
+        torch.autograd.grad((out * weights).sum(), list(generator.parameters())),
+        torch.autograd.grad((loop * weights).sum(), list(generator.parameters())),
+        strict=True,
+    ):
+        torch.testing.assert_close(ours, theirs)
     probs = generator.code_probs(z, y)
     for column, (start, end) in enumerate(generator.block_spans):
         torch.testing.assert_close(
