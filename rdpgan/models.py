@@ -107,6 +107,11 @@ class Generator(nn.Module):
             config.straight_through,
         )
 
+    def _logits(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The head's outputs in float32 (a no-op unless the matrix products ran in bfloat16
+        under autocast): the Gumbel noise, softmax and losses after them stay in float32."""
+        return self.head(self.body(torch.cat([z, y], dim=1))).float()
+
     def gumbel_shape(self, n: int) -> tuple[int, int]:
         """Shape of the uniform draws :meth:`forward` turns into Gumbel noise for ``n`` rows:
         one per code of every one-hot block (none for the padding of the block layout)."""
@@ -125,7 +130,7 @@ class Generator(nn.Module):
         by default it comes from torch's global generator.
         """
         hard = self.straight_through if hard is None else hard
-        logits = self.head(self.body(torch.cat([z, y], dim=1)))
+        logits = self._logits(z, y)
         if uniform is None:
             uniform = torch.rand(self.gumbel_shape(len(logits)), device=logits.device)
         elif uniform.shape != self.gumbel_shape(len(logits)):  # broadcasting would couple rows
@@ -173,8 +178,7 @@ class Generator(nn.Module):
         softmax(logits); the mean over z is G's marginal of each column given the class,
         which the marginal loss matches to the released (DP) marginals, differentiably.
         """
-        logits = self.head(self.body(torch.cat([z, y], dim=1)))
-        cells = logits.index_select(1, self.cell_index)
+        cells = self._logits(z, y).index_select(1, self.cell_index)
         # One softmax over the [blocks, widest] layout the loss needs (-inf padding: 0 there).
         padded = cells.new_full((len(cells), math.prod(self.block_shape)), float("-inf"))
         padded = padded.index_copy(1, self.padded_index, cells)

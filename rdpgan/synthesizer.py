@@ -432,6 +432,7 @@ class DPCGAN:
             self.model_config.auxiliary_weight,
             self.marginals,
             self.model_config.marginal_weight,
+            cfg.bf16_generator_step,
         )
         saver = None
         if checkpoint_dir is not None:

@@ -15,6 +15,7 @@ uses) depends on the size of the batch.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import threading
@@ -74,6 +75,7 @@ class CGANTrainer:
         auxiliary_weight: float = 0.0,
         marginals: Marginals | None = None,
         marginal_weight: float = 0.0,
+        bf16_generator_step: bool = False,
     ):
         self.generator = generator
         self.critic = critic
@@ -94,6 +96,7 @@ class CGANTrainer:
         self.pairs = (
             _PairTargets(marginals, generator.block_shape[1], device) if marginals else None
         )
+        self.bf16 = bf16_generator_step and native_bf16(device)
 
     def fake(self, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``n`` generated rows, their one-hot labels and label codes (drawn from the released
@@ -143,18 +146,30 @@ class CGANTrainer:
         """
         self.generator_optimizer.zero_grad(set_to_none=True)
         marginal_loss = self.marginal_loss() if self.marginal_weight > 0 else 0.0
-        fake_x, fake_y, codes = self.fake(self.fake_batch)
         with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
-            logits, class_logits = discriminator(fake_x, fake_y)
+            with self.matrix_products():
+                fake_x, fake_y, codes = self.fake(self.fake_batch)
+                logits, class_logits = discriminator(fake_x, fake_y)
+            logits = logits.float()
             loss = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
             loss = loss + self.marginal_weight * marginal_loss
             if class_logits is not None:  # rows of class y should look like class y to D
-                loss = loss + self.auxiliary_weight * F.cross_entropy(class_logits, codes)
+                class_loss = F.cross_entropy(class_logits.float(), codes)
+                loss = loss + self.auxiliary_weight * class_loss
             loss.backward()
         distributed.reduce_gradients(self.generator, average=True)
         self.generator_optimizer.step()
         d_fake_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))
         return float(loss.detach()), float(d_fake_loss)
+
+    def matrix_products(self) -> contextlib.AbstractContextManager:
+        """Where G's step runs its networks: in bfloat16 under autocast when asked for and
+        native to the device, else as they are. Only the generator step uses it: it sees no
+        real row and no secret draw, so its precision is a matter of speed and quality alone;
+        the private discriminator step, and the fakes it pairs with real rows, stay float32."""
+        if not self.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(self.label_probs.device.type, dtype=torch.bfloat16)
 
     def marginal_loss(self) -> torch.Tensor:
         """KL divergence from each released distribution to G's: every column's within each
@@ -172,13 +187,23 @@ class CGANTrainer:
         device = self.marginals.device
         codes = torch.arange(n_classes, device=device).repeat_interleave(MARGINAL_ROWS)
         z = torch.randn(len(codes), self.generator.latent_dim, device=device)
-        probs = self.generator.code_probs(z, F.one_hot(codes, n_classes).float())
+        with self.matrix_products():  # (the KL terms below stay in float32)
+            probs = self.generator.code_probs(z, F.one_hot(codes, n_classes).float())
         model = probs.view(n_classes, MARGINAL_ROWS, *probs.shape[1:]).mean(dim=1)
         loss = _kl_terms(self.marginals, model).sum(-1).mean()
         if self.pairs is not None and self.pairs.count:
             weights = self.label_probs[codes] / self.label_probs.sum() / MARGINAL_ROWS
             loss = loss + self.pairs.kl(probs, weights).mean()
         return loss
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` multiplies bfloat16 matrices natively (elsewhere it is emulated,
+    and slower than float32)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    check = getattr(torch.cpu, "_is_avx512_bf16_supported", None)  # AVX-512 BF16 (or AMX)
+    return device.type == "cpu" and check is not None and bool(check())
 
 
 def _kl_terms(target: torch.Tensor, model: torch.Tensor) -> torch.Tensor:

@@ -3,18 +3,19 @@
     python scripts/bench_sampling.py [--rows 1000000] [--chunk-size 100000] [--run-dir DIR]
 
 Without ``--run-dir``, first trains a default-size model on Adult for ``--train-steps`` DP steps
-(700, as the default run: raking a barely trained model sweeps longer) with
+(800, as the default run: raking a barely trained model sweeps longer) with
 ``python -m rdpgan.train`` in a subprocess (which keeps training's memory out of this process's
 peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
 (with raking, as shipped, and without: ``model.sample_pool=1``), then writing them to Parquet,
-then to CSV; and, as the roofline, G's matrix products alone (fp32) on one core.
+then to CSV; and, as the roofline, G's matrix products alone (fp32 and bf16) on one core.
 Writes its section of ``results/speed.md`` (the part after the training benchmark's).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import subprocess
 import sys
@@ -34,12 +35,14 @@ BAR_ROWS_PER_SECOND = 500_000  # issue 13
 ROOFLINE_ROWS = 16_384  # one generator chunk (rdpgan.synthesizer.SAMPLE_CHUNK)
 
 
-def matmul_roofline(generator: torch.nn.Module, repeats: int = 5) -> tuple[float, float]:
-    """(GFLOP/s, rows/s) of G's linear layers as a bare fp32 matmul chain on one thread: the
-    most a core can generate, before noise, argmax, decoding or raking."""
+def matmul_roofline(
+    generator: torch.nn.Module, dtype: torch.dtype = torch.float32, repeats: int = 5
+) -> tuple[float, float]:
+    """(GFLOP/s, rows/s) of G's linear layers as a bare matmul chain in ``dtype`` on one
+    thread: the most a core can generate, before noise, argmax, decoding or raking."""
     shapes = [(m.in_features, m.out_features) for m in generator.modules() if isinstance(m, Linear)]
-    weights = [torch.randn(a, b) for a, b in shapes]
-    rows = torch.randn(ROOFLINE_ROWS, shapes[0][0])
+    weights = [torch.randn(a, b, dtype=dtype) for a, b in shapes]
+    rows = torch.randn(ROOFLINE_ROWS, shapes[0][0], dtype=dtype)
 
     def chain() -> None:
         x = rows
@@ -85,7 +88,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--chunk-size", type=int, default=100_000)
     parser.add_argument("--run-dir", type=Path, help="a finished run (default: train one)")
-    parser.add_argument("--train-steps", type=int, default=700)
+    parser.add_argument("--train-steps", type=int, default=800)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench_sampling_") as scratch:
@@ -133,7 +136,10 @@ def main() -> None:
         f"{stage} {'met' if rate >= BAR_ROWS_PER_SECOND else 'not met'}"
         for stage, _, rate, _, _ in results[2:]
     )
-    gflops, core_rows = matmul_roofline(model.generator)
+    (gflops, core_rows), (bf16_gflops, bf16_rows) = (
+        matmul_roofline(model.generator, dtype) for dtype in (torch.float32, torch.bfloat16)
+    )
+    cores, pool = len(os.sched_getaffinity(0)), model.model_config.sample_pool
     lines = [
         "## Sampling (`python -m rdpgan.sample`)",
         "",
@@ -151,9 +157,12 @@ def main() -> None:
         "",
         f"Bar: ≥ {BAR_ROWS_PER_SECOND:,} rows/s written, on 2 CPU cores: {verdicts}.",
         "",
-        f"Roofline: G's matrix products alone (fp32, {ROOFLINE_ROWS:,} rows, one thread) run at "
-        f"{gflops:.0f} GFLOP/s, {core_rows:,.0f} generated rows/s per core; raking keeps one "
-        f"row of every {model.model_config.sample_pool} generated (`model.sample_pool`).",
+        f"Roofline: G's matrix products alone ({ROOFLINE_ROWS:,} rows, one thread) run at "
+        f"{gflops:.0f} GFLOP/s in fp32 ({core_rows:,.0f} generated rows/s per core) and "
+        f"{bf16_gflops:.0f} GFLOP/s in bf16 ({bf16_rows:,.0f} rows/s per core). Raking keeps one "
+        f"row of every {pool} generated (`model.sample_pool`), so even bf16 matrix products on "
+        f"all {cores} cores, with nothing else to do, would keep at most "
+        f"{cores * bf16_rows / pool:,.0f} rows/s ({cores * bf16_rows:,.0f} without raking).",
     ]
     write_speed_md("\n".join(lines), sampling=True)
 

@@ -40,7 +40,12 @@ BASE_MODEL = ModelConfig(
 # Rounds 1-7 ran at the package's training defaults of their day (lr 2e-4, no step cap below
 # 3,000); pinned, so that each name still means what its rows in the CSV ran.
 BASE_TRAIN = TrainConfig(
-    epochs=20, max_steps=3000, generator_lr=2e-4, discriminator_lr=2e-4, progress=False
+    epochs=20,
+    max_steps=3000,
+    generator_lr=2e-4,
+    discriminator_lr=2e-4,
+    bf16_generator_step=False,
+    progress=False,
 )
 
 LONG = replace(BASE_TRAIN, steps=2600)  # ≈ 50 epochs of Adult at the default batch
@@ -50,7 +55,13 @@ FAST_LR = replace(E50, generator_lr=1e-3, discriminator_lr=1e-3)
 NONPRIVATE = PrivacyConfig(name="none", accountant="none")
 AUX1 = replace(ST, auxiliary_weight=1.0)
 # The package defaults of rounds 8-9 (50 epochs; round 10 made 700 steps at lr 5e-4 the default).
-FULL = TrainConfig(progress=False, max_steps=3000, generator_lr=2e-4, discriminator_lr=2e-4)
+FULL = TrainConfig(
+    progress=False,
+    max_steps=3000,
+    generator_lr=2e-4,
+    discriminator_lr=2e-4,
+    bf16_generator_step=False,
+)
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
     "default": (BASE_MODEL, BASE_TRAIN, PrivacyConfig()),
@@ -223,6 +234,14 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         )
         for steps, lr in ((700, 5e-4), (800, 4e-4), (800, 5e-4))
     },
+    # ... and the generator's step in bfloat16 (the discriminator's stays float32).
+    "r10_s800_lr5e-4_bf16": (
+        ModelConfig(),
+        replace(
+            FULL, steps=800, generator_lr=5e-4, discriminator_lr=5e-4, bf16_generator_step=True
+        ),
+        PrivacyConfig(),
+    ),
 }
 
 

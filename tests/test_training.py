@@ -1,12 +1,20 @@
-"""The generator's marginal loss: the released pairs' KL terms, batched over pairs."""
+"""The trainer: the generator's marginal loss (the released pairs' KL terms, batched over
+pairs), and which of its steps may run in bfloat16."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
+from torch.nn import functional as F
 
 from rdpgan.measure import Marginals
-from rdpgan.training import _PairTargets
+from rdpgan.models import Discriminator, Generator
+from rdpgan.privacy.dp_sgd import DPSGD
+from rdpgan.privacy.ledger import PrivacyLedger
+from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
+from rdpgan.training import CGANTrainer, _PairTargets, native_bf16
+from rdpgan.transform import Span
 
 
 def test_the_batched_pair_kl_equals_each_pair_computed_on_its_own():
@@ -44,3 +52,61 @@ def test_the_batched_pair_kl_equals_each_pair_computed_on_its_own():
         assert abs(got.detach()[k].item() - expected) < 1e-5 * max(1.0, abs(expected))
     got.sum().backward()
     assert torch.isfinite(probs.grad).all()
+
+
+def small_trainer(bf16: bool) -> tuple[CGANTrainer, Generator]:
+    """A real DP-SGD trainer on a toy table, with reproducible secret draws."""
+    torch.manual_seed(0)
+    spans = [Span(0, 1, "tanh"), Span(1, 4, "softmax"), Span(4, 9, "softmax")]
+    generator = Generator(8, 2, [16], spans, width=9, straight_through=True)
+    discriminator = Discriminator(9, 2, [16], auxiliary_classifier=True)
+    ledger = PrivacyLedger(1e6, 1e-5, "rdp")
+    secret = SecretRandomness(0)
+    critic = DPSGD(
+        discriminator,
+        torch.optim.SGD(discriminator.parameters(), lr=0.1),
+        ledger=ledger,
+        release=ledger.open_dp_sgd("dp_sgd", 1.0, 0.5, max_steps=10),
+        max_grad_norm=1.0,
+        expected_batch_size=20,
+        secret=secret,
+    )
+    features = torch.cat(
+        [
+            torch.rand(40, 1) * 2 - 1,
+            F.one_hot(torch.randint(0, 3, (40,)), 3).float(),
+            F.one_hot(torch.randint(0, 5, (40,)), 5).float(),
+        ],
+        dim=1,
+    )
+    trainer = CGANTrainer(
+        generator,
+        critic,
+        torch.optim.Adam(generator.parameters(), lr=1e-3),
+        features,
+        torch.randint(0, 2, (40,)),
+        torch.tensor([0.5, 0.5]),
+        secret,
+        exact_sample_rate(0.5),
+        20,
+        auxiliary_weight=1.0,
+        bf16_generator_step=bf16,
+    )
+    return trainer, generator
+
+
+@pytest.mark.skipif(not native_bf16(torch.device("cpu")), reason="no native bfloat16 here")
+@pytest.mark.parametrize("bf16", [False, True])
+def test_only_the_generator_step_runs_in_bfloat16(bf16):
+    """train.bf16_generator_step: G's step (fakes through the frozen D) multiplies in
+    bfloat16; the private discriminator step, and the fakes it pairs with real rows, do not."""
+    trainer, generator = small_trainer(bf16)
+    seen: list[torch.dtype] = []
+    for module in (generator.head, trainer.critic.module.head):
+        module.register_forward_hook(lambda module, inputs, output: seen.append(output.dtype))
+    trainer.discriminator_step()
+    assert seen and set(seen) == {torch.float32}  # G made the fakes, D scored the pairs
+    seen.clear()
+    trainer.generator_step()
+    assert set(seen) == ({torch.bfloat16} if bf16 else {torch.float32})
+    assert all(torch.isfinite(p.grad).all() for p in generator.parameters())
