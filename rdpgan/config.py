@@ -155,7 +155,7 @@ class TrainConfig:
     max_epochs: float | None = None
     # Most discriminator steps that epochs (or max_epochs) may ask for: Adult's 50 epochs
     # would be ~2,600 steps (``train=long``); 800 at a higher learning rate keep most of
-    # their quality in a quarter of the time (round 10 of results/tuning_adult.csv), and a
+    # their quality in about a third of the time (round 10 of results/tuning_adult.csv), and a
     # run's length stops growing with the table, as the noise per row shrinks with n
     # (results/scale.md). null: no cap.
     max_steps: int | None = 800
@@ -171,8 +171,9 @@ class TrainConfig:
     betas: list[float] = field(default_factory=lambda: [0.5, 0.9])
     n_critic: int = 1
     # The generator's step (G on fakes, through the frozen D: no real row, no secret draw) in
-    # bfloat16 where the hardware multiplies it natively (AVX-512 BF16: ~2x a float32 matrix
-    # product); the private discriminator step stays float32 (results/speed.md).
+    # bfloat16 where the hardware multiplies it natively (AVX-512 BF16 here: ~2x a float32
+    # matrix product, a full Adult run ~7% faster: results/speed.md); the private
+    # discriminator step stays float32.
     bf16_generator_step: bool = True
     progress: bool = True
     # Save the training state every N discriminator steps (0: only at the end).

@@ -195,7 +195,7 @@ class Generator(nn.Module):
         ``rng`` (default: torch's global one) draws the noise; a generator of its own makes
         concurrent calls safe and reproducible.
         """
-        logits = self.head(self.body(torch.cat([z, y], dim=1)))
+        logits = self._logits(z, y)
         # Drawn for every output (the few tanh columns waste a little) so that each block is a
         # contiguous slice: argmax on slices beats gathering into the padded block layout.
         uniform = torch.rand(logits.shape, generator=rng, device=logits.device)

@@ -632,7 +632,8 @@ class DPCGAN:
             delta=meta["delta"],
             privacy=PrivacyConfig(**meta["privacy"]),
             model=ModelConfig(**meta["model"]),
-            train=TrainConfig(**meta["train"]),
+            # A run saved before bf16_generator_step existed trained in float32: resume it so.
+            train=TrainConfig(**{"bf16_generator_step": False, **meta["train"]}),
             seed=meta["seed"],
             device=device,
         )

@@ -15,12 +15,11 @@ uses) depends on the size of the batch.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import signal
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -96,7 +95,7 @@ class CGANTrainer:
         self.pairs = (
             _PairTargets(marginals, generator.block_shape[1], device) if marginals else None
         )
-        self.bf16 = bf16_generator_step and native_bf16(device)
+        self.bf16_generator_step = bf16_generator_step and native_bf16(device)
 
     def fake(self, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``n`` generated rows, their one-hot labels and label codes (drawn from the released
@@ -162,13 +161,13 @@ class CGANTrainer:
         d_fake_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))
         return float(loss.detach()), float(d_fake_loss)
 
-    def matrix_products(self) -> contextlib.AbstractContextManager:
+    def matrix_products(self) -> AbstractContextManager[object]:
         """Where G's step runs its networks: in bfloat16 under autocast when asked for and
         native to the device, else as they are. Only the generator step uses it: it sees no
         real row and no secret draw, so its precision is a matter of speed and quality alone;
         the private discriminator step, and the fakes it pairs with real rows, stay float32."""
-        if not self.bf16:
-            return contextlib.nullcontext()
+        if not self.bf16_generator_step:
+            return nullcontext()
         return torch.autocast(self.label_probs.device.type, dtype=torch.bfloat16)
 
     def marginal_loss(self) -> torch.Tensor:
@@ -201,7 +200,7 @@ def native_bf16(device: torch.device) -> bool:
     """Whether ``device`` multiplies bfloat16 matrices natively (elsewhere it is emulated,
     and slower than float32)."""
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        return torch.cuda.is_bf16_supported(including_emulation=False)
     check = getattr(torch.cpu, "_is_avx512_bf16_supported", None)  # AVX-512 BF16 (or AMX)
     return device.type == "cpu" and check is not None and bool(check())
 

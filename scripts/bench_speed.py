@@ -6,8 +6,8 @@ and a full Adult run, each quiet and with one competing busy process.
 Times the exact training code (:class:`rdpgan.training.CGANTrainer`) on the real Adult train
 split with the default model and batch size; then short runs of the README's main command with
 1 and 2 torch threads and the policy's choice, and full runs end to end (the command itself,
-and under ``torchrun`` with 2 processes), each quiet and beside a busy process. Run it alone
-on the machine.
+with the generator's step in float32 instead of bfloat16, and under ``torchrun`` with 2
+processes), each quiet and beside a busy process. Run it alone on the machine.
 Writes ``results/speed.md`` (atomically) with the command, date, machine and numbers.
 """
 
@@ -156,6 +156,7 @@ def main() -> None:
 FULL_RUN = ["dataset=adult", "epsilon=8"]  # the README's main command
 FULL_RUN_COMMANDS = {
     "default": "python -m rdpgan.train dataset=adult epsilon=8",
+    "float32": "python -m rdpgan.train dataset=adult epsilon=8 train.bf16_generator_step=false",
     "torchrun": "torchrun --nproc-per-node=2 -m rdpgan.train dataset=adult epsilon=8",
 }
 THREAD_SETTINGS = ("1", "2", "null")  # null: rdpgan.threads' policy
@@ -236,6 +237,7 @@ def thread_policy_section(steps: int) -> list[str]:
 
 FULL_RUNS: dict[str, tuple[list[str], Sequence[str]]] = {
     "default": (FULL_RUN, (sys.executable,)),
+    "float32": ([*FULL_RUN, "train.bf16_generator_step=false"], (sys.executable,)),
     "torchrun": (FULL_RUN, TORCHRUN),
 }
 

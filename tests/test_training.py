@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from rdpgan import training
 from rdpgan.measure import Marginals
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy.dp_sgd import DPSGD
@@ -95,18 +96,33 @@ def small_trainer(bf16: bool) -> tuple[CGANTrainer, Generator]:
     return trainer, generator
 
 
-@pytest.mark.skipif(not native_bf16(torch.device("cpu")), reason="no native bfloat16 here")
 @pytest.mark.parametrize("bf16", [False, True])
-def test_only_the_generator_step_runs_in_bfloat16(bf16):
+def test_only_the_generator_step_runs_in_bfloat16(bf16, monkeypatch):
     """train.bf16_generator_step: G's step (fakes through the frozen D) multiplies in
-    bfloat16; the private discriminator step, and the fakes it pairs with real rows, do not."""
+    bfloat16; the private discriminator steps before and after it, and the fakes they pair
+    with real rows, do not, and G's step leaves D as it found it. (bfloat16 autocast works on
+    any CPU, emulated where not native, so the wiring is tested everywhere.)"""
+    monkeypatch.setattr(training, "native_bf16", lambda device: True)
     trainer, generator = small_trainer(bf16)
+    critic = trainer.critic.module
     seen: list[torch.dtype] = []
-    for module in (generator.head, trainer.critic.module.head):
+    for module in (generator.head, critic.head):
         module.register_forward_hook(lambda module, inputs, output: seen.append(output.dtype))
     trainer.discriminator_step()
     assert seen and set(seen) == {torch.float32}  # G made the fakes, D scored the pairs
     seen.clear()
+    before = [(p.detach().clone(), p.grad.clone()) for p in critic.parameters()]
     trainer.generator_step()
     assert set(seen) == ({torch.bfloat16} if bf16 else {torch.float32})
     assert all(torch.isfinite(p.grad).all() for p in generator.parameters())
+    assert not torch.is_autocast_enabled("cpu")
+    for (value, grad), p in zip(before, critic.parameters(), strict=True):
+        assert torch.equal(value, p) and torch.equal(grad, p.grad)  # D frozen, grads kept
+    seen.clear()
+    trainer.discriminator_step()  # the next private step is float32 again
+    assert seen and set(seen) == {torch.float32}
+
+
+def test_native_bf16_is_a_fact_about_the_device():
+    assert isinstance(native_bf16(torch.device("cpu")), bool)
+    assert native_bf16(torch.device("meta")) is False
