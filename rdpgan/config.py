@@ -153,12 +153,11 @@ class TrainConfig:
     # With privacy.noise_multiplier set, training runs until the budget is spent or this cap
     # (or max_steps; null lifts it).
     max_epochs: float | None = None
-    # Most discriminator steps that epochs (or max_epochs) may ask for: Adult's 50 epochs
-    # would be ~2,600 steps (``train=long``); 800 at a higher learning rate keep most of
-    # their quality in about a third of the time (round 10 of results/tuning_adult.csv), and a
-    # run's length stops growing with the table, as the noise per row shrinks with n
-    # (results/scale.md). null: no cap.
-    max_steps: int | None = 800
+    # Most discriminator steps that epochs (or max_epochs) may ask for: past ~30,000 rows
+    # (Adult's 50 epochs are ~2,600 steps) a run's length stops growing with the table, as
+    # the noise per row shrinks with n (results/scale.md). ``train=fast`` caps it at 800.
+    # null: no cap.
+    max_steps: int | None = 3000
     # If set (and sigma is calibrated), the number of discriminator steps, overriding epochs
     # and max_steps: a length that means the same on a 700-row table and a 30,000-row one.
     steps: int | None = None
@@ -166,15 +165,14 @@ class TrainConfig:
     # On a small table a full batch would be most of it, and privacy amplification by
     # subsampling would be lost: the sampling rate is capped instead (batch = rate × rows).
     max_sample_rate: float = 0.1
-    generator_lr: float = 5e-4
-    discriminator_lr: float = 5e-4
+    generator_lr: float = 2e-4
+    discriminator_lr: float = 2e-4
     betas: list[float] = field(default_factory=lambda: [0.5, 0.9])
     n_critic: int = 1
     # The generator's step (G on fakes, through the frozen D: no real row, no secret draw) in
     # bfloat16 where the hardware multiplies it natively (AVX-512 BF16 here: ~2x a float32
-    # matrix product, a full Adult run ~7% faster: results/speed.md); the private
-    # discriminator step stays float32.
-    bf16_generator_step: bool = True
+    # matrix product; ``train=fast`` uses it); the private discriminator step stays float32.
+    bf16_generator_step: bool = False
     progress: bool = True
     # Save the training state every N discriminator steps (0: only at the end).
     checkpoint_every: int = 500

@@ -6,8 +6,9 @@ and a full Adult run, each quiet and with one competing busy process.
 Times the exact training code (:class:`rdpgan.training.CGANTrainer`) on the real Adult train
 split with the default model and batch size; then short runs of the README's main command with
 1 and 2 torch threads and the policy's choice, and full runs end to end (the command itself,
-with the generator's step in float32 instead of bfloat16, and under ``torchrun`` with 2
-processes), each quiet and beside a busy process. Run it alone on the machine.
+with ``train=fast``, the same in float32 instead of its bfloat16 generator step, and under
+``torchrun`` with 2 processes with ``train=fast``), each quiet and beside a busy process. Run
+it alone on the machine.
 Writes ``results/speed.md`` (atomically) with the command, date, machine and numbers.
 """
 
@@ -156,8 +157,11 @@ def main() -> None:
 FULL_RUN = ["dataset=adult", "epsilon=8"]  # the README's main command
 FULL_RUN_COMMANDS = {
     "default": "python -m rdpgan.train dataset=adult epsilon=8",
-    "float32": "python -m rdpgan.train dataset=adult epsilon=8 train.bf16_generator_step=false",
-    "torchrun": "torchrun --nproc-per-node=2 -m rdpgan.train dataset=adult epsilon=8",
+    "fast": "python -m rdpgan.train dataset=adult epsilon=8 train=fast",
+    "fast_float32": (
+        "python -m rdpgan.train dataset=adult epsilon=8 train=fast train.bf16_generator_step=false"
+    ),
+    "torchrun": "torchrun --nproc-per-node=2 -m rdpgan.train dataset=adult epsilon=8 train=fast",
 }
 THREAD_SETTINGS = ("1", "2", "null")  # null: rdpgan.threads' policy
 
@@ -237,8 +241,12 @@ def thread_policy_section(steps: int) -> list[str]:
 
 FULL_RUNS: dict[str, tuple[list[str], Sequence[str]]] = {
     "default": (FULL_RUN, (sys.executable,)),
-    "float32": ([*FULL_RUN, "train.bf16_generator_step=false"], (sys.executable,)),
-    "torchrun": (FULL_RUN, TORCHRUN),
+    "fast": ([*FULL_RUN, "train=fast"], (sys.executable,)),
+    "fast_float32": (
+        [*FULL_RUN, "train=fast", "train.bf16_generator_step=false"],
+        (sys.executable,),
+    ),
+    "torchrun": ([*FULL_RUN, "train=fast"], TORCHRUN),
 }
 
 SAMPLING_MARKER = "<!-- below: scripts/bench_sampling.py -->"
