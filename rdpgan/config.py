@@ -170,8 +170,8 @@ class TrainConfig:
     betas: list[float] = field(default_factory=lambda: [0.5, 0.9])
     n_critic: int = 1
     # The generator's step (G on fakes, through the frozen D: no real row, no secret draw) in
-    # bfloat16 where the hardware multiplies it natively (AVX-512 BF16 here: ~2x a float32
-    # matrix product; ``train=fast`` uses it); the private discriminator step stays float32.
+    # bfloat16 where the hardware multiplies it natively (AVX-512 BF16 here: G's products run
+    # ~2.8x faster, results/speed.md; ``train=fast`` uses it); D's private step stays float32.
     bf16_generator_step: bool = False
     progress: bool = True
     # Save the training state every N discriminator steps (0: only at the end).

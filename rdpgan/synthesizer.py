@@ -632,8 +632,7 @@ class DPCGAN:
             delta=meta["delta"],
             privacy=PrivacyConfig(**meta["privacy"]),
             model=ModelConfig(**meta["model"]),
-            # A run saved before bf16_generator_step existed trained in float32: resume it so.
-            train=TrainConfig(**{"bf16_generator_step": False, **meta["train"]}),
+            train=TrainConfig(**meta["train"]),
             seed=meta["seed"],
             device=device,
         )

@@ -146,7 +146,7 @@ class CGANTrainer:
         self.generator_optimizer.zero_grad(set_to_none=True)
         marginal_loss = self.marginal_loss() if self.marginal_weight > 0 else 0.0
         with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
-            with self.matrix_products():
+            with self.generator_step_precision():
                 fake_x, fake_y, codes = self.fake(self.fake_batch)
                 logits, class_logits = discriminator(fake_x, fake_y)
             logits = logits.float()
@@ -161,7 +161,7 @@ class CGANTrainer:
         d_fake_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))
         return float(loss.detach()), float(d_fake_loss)
 
-    def matrix_products(self) -> AbstractContextManager[object]:
+    def generator_step_precision(self) -> AbstractContextManager[object]:
         """Where G's step runs its networks: in bfloat16 under autocast when asked for and
         native to the device, else as they are. Only the generator step uses it: it sees no
         real row and no secret draw, so its precision is a matter of speed and quality alone;
@@ -186,7 +186,7 @@ class CGANTrainer:
         device = self.marginals.device
         codes = torch.arange(n_classes, device=device).repeat_interleave(MARGINAL_ROWS)
         z = torch.randn(len(codes), self.generator.latent_dim, device=device)
-        with self.matrix_products():  # (the KL terms below stay in float32)
+        with self.generator_step_precision():  # (the KL terms below stay in float32)
             probs = self.generator.code_probs(z, F.one_hot(codes, n_classes).float())
         model = probs.view(n_classes, MARGINAL_ROWS, *probs.shape[1:]).mean(dim=1)
         loss = _kl_terms(self.marginals, model).sum(-1).mean()
@@ -200,7 +200,10 @@ def native_bf16(device: torch.device) -> bool:
     """Whether ``device`` multiplies bfloat16 matrices natively (elsewhere it is emulated,
     and slower than float32)."""
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported(including_emulation=False)
+        try:
+            return torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # torch < 2.4 counts native support only
+            return torch.cuda.is_bf16_supported()
     check = getattr(torch.cpu, "_is_avx512_bf16_supported", None)  # AVX-512 BF16 (or AMX)
     return device.type == "cpu" and check is not None and bool(check())
 

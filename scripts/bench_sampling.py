@@ -3,7 +3,7 @@
     python scripts/bench_sampling.py [--rows 1000000] [--chunk-size 100000] [--run-dir DIR]
 
 Without ``--run-dir``, first trains a default-size model on Adult for ``--train-steps`` DP steps
-(800, as the default run: raking a barely trained model sweeps longer) with
+(800, ``train=fast``'s length: raking a barely trained model sweeps longer) with
 ``python -m rdpgan.train`` in a subprocess (which keeps training's memory out of this process's
 peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
@@ -139,7 +139,9 @@ def main() -> None:
     (gflops, core_rows), (bf16_gflops, bf16_rows) = (
         matmul_roofline(model.generator, dtype) for dtype in (torch.float32, torch.bfloat16)
     )
-    cores, pool = len(os.sched_getaffinity(0)), model.model_config.sample_pool
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every core counts
+    cores = len(affinity(0)) if affinity else (os.cpu_count() or 1)
+    pool = model.model_config.sample_pool
     lines = [
         "## Sampling (`python -m rdpgan.sample`)",
         "",

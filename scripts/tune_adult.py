@@ -54,7 +54,7 @@ E50 = replace(BASE_TRAIN, epochs=50)
 FAST_LR = replace(E50, generator_lr=1e-3, discriminator_lr=1e-3)
 NONPRIVATE = PrivacyConfig(name="none", accountant="none")
 AUX1 = replace(ST, auxiliary_weight=1.0)
-# The package defaults of rounds 8-9 (50 epochs; round 10 made 700 steps at lr 5e-4 the default).
+# The package's training defaults (50 epochs, float32): round 10's train=fast is shorter.
 FULL = TrainConfig(
     progress=False,
     max_steps=3000,
@@ -224,7 +224,7 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         PrivacyConfig(),
     ),
     "r9_s1000_c2": (ModelConfig(), replace(FULL, steps=1000, n_critic=2), PrivacyConfig()),
-    # Round 10 (issue 13): the default's length for a full Adult run in a minute, between
+    # Round 10 (issue 13): a length for a full Adult run in a minute (train=fast), between
     # round 9's 600 steps and its 50 epochs.
     **{
         f"r10_s{steps}_lr{lr:.0e}".replace("e-0", "e-"): (
@@ -234,7 +234,8 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         )
         for steps, lr in ((700, 5e-4), (800, 4e-4), (800, 5e-4))
     },
-    # ... and the generator's step in bfloat16 (the discriminator's stays float32).
+    # ... and the generator's step in bfloat16 (the discriminator's stays float32): train=fast.
+    "r10_e50": (ModelConfig(), FULL, PrivacyConfig()),  # r9_e50 again, at round 10's code
     "r10_s800_lr5e-4_bf16": (
         ModelConfig(),
         replace(

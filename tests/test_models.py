@@ -133,7 +133,10 @@ def test_generator_blocks_are_each_blocks_own_gumbel_softmax(hard):
             one_hot = torch.nn.functional.one_hot(noisy.argmax(1), end - start).float()
             expected = one_hot - expected.detach() + expected
         torch.testing.assert_close(out[:, start:end], expected)
-        columns.insert(0, expected) if start == 0 else columns.append(expected)
+        if start == 0:
+            columns.insert(0, expected)
+        else:
+            columns.append(expected)
     torch.testing.assert_close(out[:, 3], torch.tanh(logits[:, 3]))
     # The same gradients as the per-block loop's, for every parameter of G.
     weights = torch.randn_like(out)

@@ -80,6 +80,13 @@ def small_trainer(bf16: bool) -> tuple[CGANTrainer, Generator]:
         ],
         dim=1,
     )
+    # Released marginals (uniform here), so G's step runs the marginal loss too.
+    marginals = Marginals(
+        [np.full((2, 3), 1 / 3), np.full((2, 5), 1 / 5)],
+        [(0, 1)],
+        [np.full((3, 5), 1 / 15)],
+        [np.arange(3), np.arange(5)],
+    )
     trainer = CGANTrainer(
         generator,
         critic,
@@ -91,18 +98,21 @@ def small_trainer(bf16: bool) -> tuple[CGANTrainer, Generator]:
         exact_sample_rate(0.5),
         20,
         auxiliary_weight=1.0,
+        marginals=marginals,
+        marginal_weight=1.0,
         bf16_generator_step=bf16,
     )
     return trainer, generator
 
 
-@pytest.mark.parametrize("bf16", [False, True])
-def test_only_the_generator_step_runs_in_bfloat16(bf16, monkeypatch):
-    """train.bf16_generator_step: G's step (fakes through the frozen D) multiplies in
-    bfloat16; the private discriminator steps before and after it, and the fakes they pair
-    with real rows, do not, and G's step leaves D as it found it. (bfloat16 autocast works on
-    any CPU, emulated where not native, so the wiring is tested everywhere.)"""
-    monkeypatch.setattr(training, "native_bf16", lambda device: True)
+@pytest.mark.parametrize(("bf16", "native"), [(False, True), (True, True), (True, False)])
+def test_only_the_generator_step_runs_in_bfloat16(bf16, native, monkeypatch):
+    """train.bf16_generator_step: G's step (its marginal loss, and fakes through the frozen D)
+    multiplies in bfloat16 where that is native; the private discriminator steps before and
+    after it, and the fakes they pair with real rows, do not, and G's step leaves D as it
+    found it. (bfloat16 autocast works on any CPU, emulated where not native, so the wiring is
+    tested everywhere.)"""
+    monkeypatch.setattr(training, "native_bf16", lambda device: native)
     trainer, generator = small_trainer(bf16)
     critic = trainer.critic.module
     seen: list[torch.dtype] = []
@@ -113,7 +123,8 @@ def test_only_the_generator_step_runs_in_bfloat16(bf16, monkeypatch):
     seen.clear()
     before = [(p.detach().clone(), p.grad.clone()) for p in critic.parameters()]
     trainer.generator_step()
-    assert set(seen) == ({torch.bfloat16} if bf16 else {torch.float32})
+    assert set(seen) == ({torch.bfloat16} if bf16 and native else {torch.float32})
+    assert len(seen) == 4  # G for the marginal loss and for the fakes; D's two heads
     assert all(torch.isfinite(p.grad).all() for p in generator.parameters())
     assert not torch.is_autocast_enabled("cpu")
     for (value, grad), p in zip(before, critic.parameters(), strict=True):
@@ -121,6 +132,18 @@ def test_only_the_generator_step_runs_in_bfloat16(bf16, monkeypatch):
     seen.clear()
     trainer.discriminator_step()  # the next private step is float32 again
     assert seen and set(seen) == {torch.float32}
+
+
+def test_the_generators_logits_leave_autocast_in_float32():
+    """G's products may run in bfloat16, but the Gumbel noise, softmax and losses after them
+    do not: a bfloat16 softmax at temperature 0.2 would lose most of its resolution."""
+    _, generator = small_trainer(True)
+    z, y = torch.randn(5, 8), torch.eye(2)[[0, 1, 0, 1, 1]]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert generator.head(generator.body(torch.cat([z, y], 1))).dtype == torch.bfloat16
+        assert generator._logits(z, y).dtype == torch.float32
+        assert generator.code_probs(z, y).dtype == torch.float32
+        assert generator(z, y).dtype == torch.float32
 
 
 def test_native_bf16_is_a_fact_about_the_device():
