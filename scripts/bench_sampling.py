@@ -15,7 +15,6 @@ Writes its section of ``results/speed.md`` (the part after the training benchmar
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import subprocess
 import sys
@@ -139,8 +138,6 @@ def main() -> None:
     (gflops, core_rows), (bf16_gflops, bf16_rows) = (
         matmul_roofline(model.generator, dtype) for dtype in (torch.float32, torch.bfloat16)
     )
-    affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every core counts
-    cores = len(affinity(0)) if affinity else (os.cpu_count() or 1)
     pool = model.model_config.sample_pool
     lines = [
         "## Sampling (`python -m rdpgan.sample`)",
@@ -163,8 +160,8 @@ def main() -> None:
         f"{gflops:.0f} GFLOP/s in fp32 ({core_rows:,.0f} generated rows/s per core) and "
         f"{bf16_gflops:.0f} GFLOP/s in bf16 ({bf16_rows:,.0f} rows/s per core). Raking keeps one "
         f"row of every {pool} generated (`model.sample_pool`), so even bf16 matrix products on "
-        f"all {cores} cores, with nothing else to do, would keep at most "
-        f"{cores * bf16_rows / pool:,.0f} rows/s ({cores * bf16_rows:,.0f} without raking).",
+        f"all {workers} cores, with nothing else to do, would keep at most "
+        f"{workers * bf16_rows / pool:,.0f} rows/s ({workers * bf16_rows:,.0f} without raking).",
     ]
     write_speed_md("\n".join(lines), sampling=True)
 

@@ -54,14 +54,7 @@ E50 = replace(BASE_TRAIN, epochs=50)
 FAST_LR = replace(E50, generator_lr=1e-3, discriminator_lr=1e-3)
 NONPRIVATE = PrivacyConfig(name="none", accountant="none")
 AUX1 = replace(ST, auxiliary_weight=1.0)
-# The package's training defaults (50 epochs, float32): round 10's train=fast is shorter.
-FULL = TrainConfig(
-    progress=False,
-    max_steps=3000,
-    generator_lr=2e-4,
-    discriminator_lr=2e-4,
-    bf16_generator_step=False,
-)
+FULL = E50  # the package's training defaults (50 epochs, float32), as rounds 8-10 name them
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
     "default": (BASE_MODEL, BASE_TRAIN, PrivacyConfig()),
@@ -234,8 +227,8 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         )
         for steps, lr in ((700, 5e-4), (800, 4e-4), (800, 5e-4))
     },
-    # ... and the generator's step in bfloat16 (the discriminator's stays float32): train=fast.
     "r10_e50": (ModelConfig(), FULL, PrivacyConfig()),  # r9_e50 again, at round 10's code
+    # ... and the generator's step in bfloat16 (the discriminator's stays float32): train=fast.
     "r10_s800_lr5e-4_bf16": (
         ModelConfig(),
         replace(
