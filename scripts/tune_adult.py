@@ -54,6 +54,7 @@ E50 = replace(BASE_TRAIN, epochs=50)
 FAST_LR = replace(E50, generator_lr=1e-3, discriminator_lr=1e-3)
 NONPRIVATE = PrivacyConfig(name="none", accountant="none")
 AUX1 = replace(ST, auxiliary_weight=1.0)
+SMALL = ModelConfig(generator_hidden=[128, 128], discriminator_hidden=[128, 128])
 FULL = E50  # the package's training defaults (50 epochs, float32), as rounds 8-10 name them
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
@@ -236,11 +237,26 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         ),
         PrivacyConfig(),
     ),
+    # Round 11 (issue 13): the default in a minute. Narrower networks (a DP step's cost, and its
+    # noise, grow with D's width) at shorter lengths, against r10_e50.
+    "r11_g128_d128_e50": (SMALL, FULL, PrivacyConfig()),
+    **{
+        f"r11_{nets}_s{steps}_lr5e-4": (
+            model,
+            replace(FULL, steps=steps, generator_lr=5e-4, discriminator_lr=5e-4),
+            PrivacyConfig(),
+        )
+        for nets, model, steps in (
+            ("g128_d128", SMALL, 1200),
+            ("g128_d128", SMALL, 1500),
+            ("d128", replace(ModelConfig(), discriminator_hidden=[128, 128]), 1000),
+        )
+    },
 }
 
 
 def round_of(name: str) -> int:
-    if name.startswith(("r8_", "r9_", "r10_")):
+    if name.startswith(("r8_", "r9_", "r10_", "r11_")):
         return int(name[1 : name.index("_")])
     if "_m" in name and "_f" in name:
         return 7
