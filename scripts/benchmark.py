@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -188,9 +188,20 @@ def run_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> N
     epsilon = None if cfg.method == "cgan" else float(cfg.epsilon)
     csv = results / f"bench_{cfg.table}.csv"
     keys = {"dataset": cfg.table, "method": cfg.method, "epsilon": epsilon, "repeat": repeat}
-    if is_done(csv, keys):
-        print(f"skip (done): {keys}")
-        return
+    # cgan's cell is the same for every ε: parallel ε jobs take turns at it, so only the first
+    # runs it and the others find it done (the CSV's own lock covers one append, not a run).
+    with locked(results / f"bench_{cfg.table}_cgan") if epsilon is None else nullcontext():
+        if is_done(csv, keys):
+            print(f"skip (done): {keys}")
+            return
+        train_and_score(cfg, repeat, out, results, csv, keys)
+
+
+def train_and_score(
+    cfg: BenchmarkConfig, repeat: int, out: Path, results: Path, csv: Path, keys: dict
+) -> None:
+    """One rdpgan cell, trained through ``python -m rdpgan.train``'s code and appended to
+    ``csv``."""
     real = real_reference(cfg, repeat, results)
     overrides = [
         f"dataset={cfg.table}",

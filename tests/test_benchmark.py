@@ -106,6 +106,22 @@ def test_grid_runs_under_the_joblib_launcher(tmp_path, data_dir):
     assert_each_cell_landed_once(results)
 
 
+def test_parallel_epsilon_jobs_run_the_cgan_cell_once(tmp_path, data_dir):
+    """cgan's cell does not depend on ε: two ε jobs started together under joblib must not
+    both train it (each checked "not done" before the other had finished, until the check
+    and the run were made one locked step)."""
+    results = tmp_path / "results"
+    grid = cervical_grid(
+        tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "epsilon=2,8", "repeats=1"
+    )
+    grid[grid.index("method=cgan,rdp_cgan")] = "method=cgan"
+    run = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    runs = pd.read_csv(results / "bench_cervical.csv")
+    assert runs["method"].tolist() == ["cgan"]
+    assert (run.stdout + run.stderr).count("skip (done)") == 1
+
+
 def test_grid_runs_under_the_ray_launcher(tmp_path, data_dir):
     """Hydra's Ray launcher (the `ray` extra) runs the cells as tasks on a local Ray instance
     it starts with 2 CPUs; their rows all land, each once, as with the joblib launcher."""
