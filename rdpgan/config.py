@@ -173,6 +173,10 @@ class TrainConfig:
     # bfloat16 where the hardware multiplies it natively (AVX-512 BF16 here: G's products run
     # ~2.8x faster, results/speed.md; ``train=fast`` uses it); D's private step stays float32.
     bf16_generator_step: bool = False
+    # Decay of an exponential moving average of G's weights, taken after every G step; the
+    # average is the generator that is saved and sampled (0: the last iterate). It is a
+    # function of G's iterates alone, so it costs no privacy.
+    generator_ema: float = 0.0
     progress: bool = True
     # Save the training state every N discriminator steps (0: only at the end).
     checkpoint_every: int = 500

@@ -433,6 +433,7 @@ class DPCGAN:
             self.marginals,
             self.model_config.marginal_weight,
             cfg.bf16_generator_step,
+            cfg.generator_ema,
         )
         saver = None
         if checkpoint_dir is not None:
@@ -440,6 +441,7 @@ class DPCGAN:
         assert self.ledger is not None
         last = first_step + d_steps - 1
         history = run_steps(trainer, self.ledger, cfg, first_step, last, saver, history)
+        trainer.finish()
         self.metrics = {
             "epochs": history,
             "discriminator_steps": first_step + d_steps - 1,

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from rdpgan import distributed
@@ -75,6 +76,7 @@ class CGANTrainer:
         marginals: Marginals | None = None,
         marginal_weight: float = 0.0,
         bf16_generator_step: bool = False,
+        generator_ema: float = 0.0,
     ):
         self.generator = generator
         self.critic = critic
@@ -96,6 +98,11 @@ class CGANTrainer:
             _PairTargets(marginals, generator.block_shape[1], device) if marginals else None
         )
         self.bf16_generator_step = bf16_generator_step and native_bf16(device)
+        self.generator_average = (
+            AveragedModel(generator, multi_avg_fn=get_ema_multi_avg_fn(generator_ema))
+            if generator_ema > 0
+            else None
+        )
 
     def fake(self, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``n`` generated rows, their one-hot labels and label codes (drawn from the released
@@ -158,8 +165,15 @@ class CGANTrainer:
             loss.backward()
         distributed.reduce_gradients(self.generator, average=True)
         self.generator_optimizer.step()
+        if self.generator_average is not None:
+            self.generator_average.update_parameters(self.generator)
         d_fake_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))
         return float(loss.detach()), float(d_fake_loss)
+
+    def finish(self) -> None:
+        """Give G the moving average of its weights (when kept), the generator a run saves."""
+        if self.generator_average is not None and self.generator_average.n_averaged > 0:
+            self.generator.load_state_dict(self.generator_average.module.state_dict())
 
     def generator_step_precision(self) -> AbstractContextManager[object]:
         """Where G's step runs its networks: in bfloat16 under autocast when asked for and

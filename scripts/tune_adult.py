@@ -252,11 +252,29 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
             ("d128", replace(ModelConfig(), discriminator_hidden=[128, 128]), 1000),
         )
     },
+    # Round 12 (issue 13): a moving average of G's weights (free: post-processing of its
+    # iterates), at train=fast's length and at the default's.
+    **{
+        f"r12_s800_lr5e-4_bf16_ema{decay:g}": (
+            ModelConfig(),
+            replace(
+                FULL,
+                steps=800,
+                generator_lr=5e-4,
+                discriminator_lr=5e-4,
+                bf16_generator_step=True,
+                generator_ema=decay,
+            ),
+            PrivacyConfig(),
+        )
+        for decay in (0.99, 0.995)
+    },
+    "r12_e50_ema0.998": (ModelConfig(), replace(FULL, generator_ema=0.998), PrivacyConfig()),
 }
 
 
 def round_of(name: str) -> int:
-    if name.startswith(("r8_", "r9_", "r10_", "r11_")):
+    if name.startswith(("r8_", "r9_", "r10_", "r11_", "r12_")):
         return int(name[1 : name.index("_")])
     if "_m" in name and "_f" in name:
         return 7
