@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +95,17 @@ def load(
     return meta, tensors
 
 
+@contextmanager
+def must_fit() -> Iterator[None]:
+    """Loading a checkpoint's state into this run's objects: a mismatch (another model size,
+    or a state this run keeps and the checkpoint lacks) is one clear error."""
+    try:
+        yield
+    except (RuntimeError, KeyError, TypeError, ValueError) as exc:
+        kind = type(exc).__name__
+        raise UserInputError(f"the checkpoint does not fit this model ({kind})") from exc
+
+
 class Checkpointer:
     """Saves the training state every ``train.checkpoint_every`` steps and at the end.
 
@@ -139,6 +152,8 @@ class Checkpointer:
             "discriminator_optimizer": self.d_opt.state_dict(),
             "rng": torch.get_rng_state(),
         }
+        if self.trainer.generator_average is not None:
+            tensors["generator_average"] = self.trainer.generator_average.state_dict()
         meta = {
             "model": self.model.describe(),
             "ledger": self.model.ledger.to_dict(),

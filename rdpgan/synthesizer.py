@@ -144,6 +144,8 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
             raise UserInputError(f"{name} must be at least 1, got {count}")
     if privacy.noise_seed is not None and privacy.noise_seed < 0:
         raise UserInputError(f"privacy.noise_seed must be >= 0, got {privacy.noise_seed}")
+    if not 0.0 <= train.generator_ema < 1.0:
+        raise UserInputError(f"train.generator_ema must be in [0, 1), got {train.generator_ema}")
     if len(train.betas) != 2 or not all(0.0 <= b < 1.0 for b in train.betas):
         raise UserInputError(f"train.betas must be two numbers in [0, 1), got {train.betas}")
 
@@ -392,16 +394,12 @@ class DPCGAN:
         first_step, history = 1, []
         if resume_from is not None:
             meta, tensors = resume_from
-            try:
+            with checkpoint.must_fit():
                 self.generator.load_state_dict(tensors["generator"])
                 discriminator.load_state_dict(tensors["discriminator"])
                 g_opt.load_state_dict(tensors["generator_optimizer"])
                 d_opt.load_state_dict(tensors["discriminator_optimizer"])
                 torch.set_rng_state(tensors["rng"])
-            except (RuntimeError, KeyError, TypeError, ValueError) as exc:
-                raise UserInputError(
-                    f"the checkpoint does not fit this model ({type(exc).__name__})"
-                ) from exc
             first_step, history = int(meta["step"]) + 1, list(meta["history"])
         distributed.align(self.generator, discriminator)  # every rank starts from rank 0's
         if distributed.rank() > 0:  # ... but draws its own fakes for G's steps (public stream)
@@ -435,6 +433,9 @@ class DPCGAN:
             cfg.bf16_generator_step,
             cfg.generator_ema,
         )
+        if resume_from is not None and trainer.generator_average is not None:
+            with checkpoint.must_fit():
+                trainer.generator_average.load_state_dict(resume_from[1]["generator_average"])
         saver = None
         if checkpoint_dir is not None:
             saver = Checkpointer(self, trainer, discriminator, d_opt, Path(checkpoint_dir))

@@ -55,7 +55,7 @@ def test_the_batched_pair_kl_equals_each_pair_computed_on_its_own():
     assert torch.isfinite(probs.grad).all()
 
 
-def small_trainer(bf16: bool) -> tuple[CGANTrainer, Generator]:
+def small_trainer(bf16: bool, generator_ema: float = 0.0) -> tuple[CGANTrainer, Generator]:
     """A real DP-SGD trainer on a toy table, with reproducible secret draws."""
     torch.manual_seed(0)
     spans = [Span(0, 1, "tanh"), Span(1, 4, "softmax"), Span(4, 9, "softmax")]
@@ -101,8 +101,41 @@ def small_trainer(bf16: bool) -> tuple[CGANTrainer, Generator]:
         marginals=marginals,
         marginal_weight=1.0,
         bf16_generator_step=bf16,
+        generator_ema=generator_ema,
     )
     return trainer, generator
+
+
+def test_the_saved_generator_is_the_moving_average_of_its_iterates():
+    """train.generator_ema: after every G step the average moves a (1 - decay) share of the
+    way to the new weights (the first step copies them), and finish() hands G the average;
+    the D steps in between saw the live G, not the average."""
+    decay = 0.6
+    trainer, generator = small_trainer(bf16=False, generator_ema=decay)
+    expected = None
+    for _ in range(4):
+        trainer.discriminator_step()
+        trainer.generator_step()
+        live = [p.detach().clone() for p in generator.parameters()]
+        expected = (
+            live
+            if expected is None
+            else [decay * e + (1 - decay) * w for e, w in zip(expected, live, strict=True)]
+        )
+    assert not all(torch.equal(e, w) for e, w in zip(expected, live, strict=True))
+    trainer.finish()
+    for got, want in zip(generator.parameters(), expected, strict=True):
+        torch.testing.assert_close(got.detach(), want)
+
+
+def test_without_a_moving_average_finish_keeps_the_last_iterate():
+    trainer, generator = small_trainer(bf16=False)
+    trainer.discriminator_step()
+    trainer.generator_step()
+    last = [p.detach().clone() for p in generator.parameters()]
+    trainer.finish()
+    assert trainer.generator_average is None
+    assert all(torch.equal(p, w) for p, w in zip(generator.parameters(), last, strict=True))
 
 
 @pytest.mark.parametrize(("bf16", "native"), [(False, True), (True, True), (True, False)])
