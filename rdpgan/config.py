@@ -153,11 +153,11 @@ class TrainConfig:
     # With privacy.noise_multiplier set, training runs until the budget is spent or this cap
     # (or max_steps; null lifts it).
     max_epochs: float | None = None
-    # Most discriminator steps that epochs (or max_epochs) may ask for: past ~30,000 rows
-    # (Adult's 50 epochs are ~2,600 steps) a run's length stops growing with the table, as
-    # the noise per row shrinks with n (results/scale.md). ``train=fast`` caps it at 800.
+    # Most discriminator steps that epochs (or max_epochs) may ask for: past ~8,000 rows
+    # (Adult's 50 epochs would be ~2,600 steps) a run's length stops growing with the table,
+    # as the noise per row shrinks with n (results/scale.md). ``train=long`` allows 3,000.
     # null: no cap.
-    max_steps: int | None = 3000
+    max_steps: int | None = 800
     # If set (and sigma is calibrated), the number of discriminator steps, overriding epochs
     # and max_steps: a length that means the same on a 700-row table and a 30,000-row one.
     steps: int | None = None
@@ -165,18 +165,18 @@ class TrainConfig:
     # On a small table a full batch would be most of it, and privacy amplification by
     # subsampling would be lost: the sampling rate is capped instead (batch = rate × rows).
     max_sample_rate: float = 0.1
-    generator_lr: float = 2e-4
-    discriminator_lr: float = 2e-4
+    generator_lr: float = 5e-4
+    discriminator_lr: float = 5e-4
     betas: list[float] = field(default_factory=lambda: [0.5, 0.9])
     n_critic: int = 1
     # The generator's step (G on fakes, through the frozen D: no real row, no secret draw) in
     # bfloat16 where the hardware multiplies it natively (AVX-512 BF16 here: G's products run
-    # ~2.8x faster, results/speed.md; ``train=fast`` uses it); D's private step stays float32.
-    bf16_generator_step: bool = False
+    # ~2.8x faster, results/speed.md); D's private step stays float32.
+    bf16_generator_step: bool = True
     # Decay of an exponential moving average of G's weights, taken after every G step; the
     # average is the generator that is saved and sampled (0: the last iterate). It is a
     # function of G's iterates alone, so it costs no privacy.
-    generator_ema: float = 0.0
+    generator_ema: float = 0.99
     progress: bool = True
     # Save the training state every N discriminator steps (0: only at the end).
     checkpoint_every: int = 500

@@ -3,7 +3,7 @@
     python scripts/bench_sampling.py [--rows 1000000] [--chunk-size 100000] [--run-dir DIR]
 
 Without ``--run-dir``, first trains a default-size model on Adult for ``--train-steps`` DP steps
-(800, ``train=fast``'s length: raking a barely trained model sweeps longer) with
+(800, the default length: raking a barely trained model sweeps longer) with
 ``python -m rdpgan.train`` in a subprocess (which keeps training's memory out of this process's
 peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them

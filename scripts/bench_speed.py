@@ -6,9 +6,9 @@ and a full Adult run, each quiet and with one competing busy process.
 Times the exact training code (:class:`rdpgan.training.CGANTrainer`) on the real Adult train
 split with the default model and batch size; then short runs of the README's main command with
 1 and 2 torch threads and the policy's choice, and full runs end to end (the command itself,
-with ``train=fast``, the same in float32 instead of its bfloat16 generator step, and under
-``torchrun`` with 2 processes with ``train=fast``), each quiet and beside a busy process. Run
-it alone on the machine.
+the same in float32 instead of its bfloat16 generator step, with ``train=long``, and under
+``torchrun`` with 2 processes), each quiet and beside a busy process. Run it alone on the
+machine.
 Writes ``results/speed.md`` (atomically) with the command, date, machine and numbers.
 """
 
@@ -235,13 +235,9 @@ PYTHON = (sys.executable,)
 # name: (the README command's overrides, the launcher, the launcher as a person types it)
 FULL_RUNS: dict[str, tuple[list[str], Sequence[str], str]] = {
     "default": (FULL_RUN, PYTHON, "python"),
-    "fast": ([*FULL_RUN, "train=fast"], PYTHON, "python"),
-    "fast_float32": (
-        [*FULL_RUN, "train=fast", "train.bf16_generator_step=false"],
-        PYTHON,
-        "python",
-    ),
-    "torchrun": ([*FULL_RUN, "train=fast"], TORCHRUN, "torchrun --nproc-per-node=2"),
+    "float32": ([*FULL_RUN, "train.bf16_generator_step=false"], PYTHON, "python"),
+    "long": ([*FULL_RUN, "train=long"], PYTHON, "python"),
+    "torchrun": (FULL_RUN, TORCHRUN, "torchrun --nproc-per-node=2"),
 }
 
 

@@ -38,13 +38,15 @@ BASE_MODEL = ModelConfig(
     straight_through=False, auxiliary_weight=0.0, marginal_weight=0.0, numeric_bins=1
 )
 # Rounds 1-7 ran at the package's training defaults of their day (lr 2e-4, no step cap below
-# 3,000); pinned, so that each name still means what its rows in the CSV ran.
+# 3,000, float32, no moving average of G); pinned, so that each name still means what its rows
+# in the CSV ran.
 BASE_TRAIN = TrainConfig(
     epochs=20,
     max_steps=3000,
     generator_lr=2e-4,
     discriminator_lr=2e-4,
     bf16_generator_step=False,
+    generator_ema=0.0,
     progress=False,
 )
 
@@ -55,7 +57,7 @@ FAST_LR = replace(E50, generator_lr=1e-3, discriminator_lr=1e-3)
 NONPRIVATE = PrivacyConfig(name="none", accountant="none")
 AUX1 = replace(ST, auxiliary_weight=1.0)
 SMALL = ModelConfig(generator_hidden=[128, 128], discriminator_hidden=[128, 128])
-FULL = E50  # the package's training defaults (50 epochs, float32), as rounds 8-10 name them
+FULL = E50  # the package's training defaults up to round 11 (50 epochs, float32), by name
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
     "default": (BASE_MODEL, BASE_TRAIN, PrivacyConfig()),
@@ -218,7 +220,7 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         PrivacyConfig(),
     ),
     "r9_s1000_c2": (ModelConfig(), replace(FULL, steps=1000, n_critic=2), PrivacyConfig()),
-    # Round 10 (issue 13): a length for a full Adult run in a minute (train=fast), between
+    # Round 10 (issue 13): a length for a full Adult run in a minute, between
     # round 9's 600 steps and its 50 epochs.
     **{
         f"r10_s{steps}_lr{lr:.0e}".replace("e-0", "e-"): (
@@ -229,7 +231,7 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         for steps, lr in ((700, 5e-4), (800, 4e-4), (800, 5e-4))
     },
     "r10_e50": (ModelConfig(), FULL, PrivacyConfig()),  # r9_e50 again, at round 10's code
-    # ... and the generator's step in bfloat16 (the discriminator's stays float32): train=fast.
+    # ... and the generator's step in bfloat16 (the discriminator's stays float32).
     "r10_s800_lr5e-4_bf16": (
         ModelConfig(),
         replace(
@@ -253,7 +255,8 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         )
     },
     # Round 12 (issue 13): a moving average of G's weights (free: post-processing of its
-    # iterates), at train=fast's length and at the default's.
+    # iterates), at round 10's length (with it, the default since round 12) and at 50 epochs
+    # (train=long).
     **{
         f"r12_s800_lr5e-4_bf16_ema{decay:g}": (
             ModelConfig(),
