@@ -26,7 +26,12 @@ from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig, OmegaConf
 
 from rdpgan import distributed
-from rdpgan.config import RunConfig, public_run_settings, register_configs
+from rdpgan.config import (
+    RunConfig,
+    public_run_settings,
+    register_configs,
+    with_absent_train_settings,
+)
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import read_json, write_json
 
@@ -116,7 +121,10 @@ def read_run_config(directory: Path) -> RunConfig:
     if not path.is_file():
         raise UserInputError(f"{directory} has no {RUN_RECORD}; was it made by rdpgan.train?")
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(RunConfig), read_json(path))
+        record = read_json(path)
+        if isinstance(record, dict) and isinstance(record.get("train"), dict):
+            record["train"] = with_absent_train_settings(record["train"])
+        merged = OmegaConf.merge(OmegaConf.structured(RunConfig), record)
         return to_typed(merged, RunConfig)
     except Exception as exc:  # JSON and OmegaConf validation errors alike
         raise UserInputError(f"{path} is not a valid run record: {first_line(exc)}") from exc

@@ -184,6 +184,17 @@ class TrainConfig:
     threads: int | None = None
 
 
+# Training settings added after runs had been recorded without them, with the value those
+# runs trained with (the defaults have since changed): a run record or a saved model that
+# lacks one means this, not today's default.
+RECORDED_BEFORE: dict[str, Any] = {"bf16_generator_step": False, "generator_ema": 0.0}
+
+
+def with_absent_train_settings(train: dict[str, Any]) -> dict[str, Any]:
+    """A recorded ``train`` section, with :data:`RECORDED_BEFORE` for the settings it lacks."""
+    return {**RECORDED_BEFORE, **train}
+
+
 @dataclass
 class SampleConfig:
     n: int | None = None

@@ -36,6 +36,7 @@ from rdpgan.config import (
     PrivacyConfig,
     TrainConfig,
     public_privacy_settings,
+    with_absent_train_settings,
 )
 from rdpgan.data.datasets import check_target, classes_released
 from rdpgan.data.schema import Schema
@@ -144,7 +145,8 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
             raise UserInputError(f"{name} must be at least 1, got {count}")
     if privacy.noise_seed is not None and privacy.noise_seed < 0:
         raise UserInputError(f"privacy.noise_seed must be >= 0, got {privacy.noise_seed}")
-    if not 0.0 <= train.generator_ema < 1.0:
+    ema = train.generator_ema
+    if isinstance(ema, bool) or not isinstance(ema, (int, float)) or not 0.0 <= ema < 1.0:
         raise UserInputError(f"train.generator_ema must be in [0, 1), got {train.generator_ema}")
     if len(train.betas) != 2 or not all(0.0 <= b < 1.0 for b in train.betas):
         raise UserInputError(f"train.betas must be two numbers in [0, 1), got {train.betas}")
@@ -322,7 +324,8 @@ class DPCGAN:
         Steps charged before the crash stay charged (the ledger file is written ahead of the
         steps it covers), so the resumed run can only spend what is left of the budget. A run
         that has finished or spent its budget takes no step: the generator of its last
-        checkpoint is returned as it is (sampling from it costs no privacy). ``noise_seed`` is
+        checkpoint (its moving average, with ``train.generator_ema``) is returned (sampling
+        from it costs no privacy). ``noise_seed`` is
         never saved with a run: pass it again for reproducible noise (the ledger then says
         the run is seeded), or leave it out for fresh OS entropy.
         """
@@ -449,6 +452,10 @@ class DPCGAN:
             "sample_rate": sample_rate,
             "expected_batch_size": expected_batch,
             "processes": distributed.world_size(),
+            # What the settings came to on this device and run: bfloat16 only where native,
+            # and an average only over G steps actually taken (else the last iterate).
+            "generator_step_dtype": "bfloat16" if trainer.bf16_generator_step else "float32",
+            "generator_average_steps": trainer.averaged_steps(),
         }
         return self
 
@@ -635,7 +642,7 @@ class DPCGAN:
             delta=meta["delta"],
             privacy=PrivacyConfig(**meta["privacy"]),
             model=ModelConfig(**meta["model"]),
-            train=TrainConfig(**meta["train"]),
+            train=TrainConfig(**with_absent_train_settings(meta["train"])),
             seed=meta["seed"],
             device=device,
         )

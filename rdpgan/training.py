@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+from torch.optim.swa_utils import AveragedModel
 from tqdm.auto import tqdm
 
 from rdpgan import distributed
@@ -99,7 +99,7 @@ class CGANTrainer:
         )
         self.bf16_generator_step = bf16_generator_step and native_bf16(device)
         self.generator_average = (
-            AveragedModel(generator, multi_avg_fn=get_ema_multi_avg_fn(generator_ema))
+            AveragedModel(generator, avg_fn=_geometric_average(generator_ema))
             if generator_ema > 0
             else None
         )
@@ -170,6 +170,11 @@ class CGANTrainer:
         d_fake_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))
         return float(loss.detach()), float(d_fake_loss)
 
+    def averaged_steps(self) -> int:
+        """G steps the moving average covers (0 without one)."""
+        average = self.generator_average
+        return 0 if average is None else int(average.n_averaged)
+
     def finish(self) -> None:
         """Give G the moving average of its weights (when kept), the generator a run saves."""
         if self.generator_average is not None and self.generator_average.n_averaged > 0:
@@ -208,6 +213,21 @@ class CGANTrainer:
             weights = self.label_probs[codes] / self.label_probs.sum() / MARGINAL_ROWS
             loss = loss + self.pairs.kl(probs, weights).mean()
         return loss
+
+
+def _geometric_average(
+    decay: float,
+) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The update of an exponential moving average normalised over the iterates so far:
+    iterate t of T weighs decay^(T-t) (1-decay) / (1-decay^T). The plain moving average,
+    started from the first iterate, would keep decay^(T-1) of it: a third after 100 steps
+    of 0.99, a short run's nearly untrained weights."""
+
+    def update(average: torch.Tensor, current: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        weight = (1 - decay) / (1 - decay ** (count + 1))  # count: iterates already averaged
+        return average + (current - average) * weight
+
+    return update
 
 
 def native_bf16(device: torch.device) -> bool:

@@ -151,23 +151,30 @@ def real_reference(cfg: BenchmarkConfig, repeat: int, results: Path) -> dict:
     """The 8 classifiers trained on the real train split of repeat ``repeat`` (cached)."""
     path = results / f"bench_real_{cfg.table}.csv"
     keys = {"dataset": cfg.table, "repeat": repeat}
-    if not is_done(path, keys):
-        run_cfg = compose_run_config([f"dataset={cfg.table}", f"dataset.split_seed={repeat}"])
-        table, train, test = load_split(run_cfg.dataset, run_cfg.data.root)
-        scores = score_table(train, test, table.schema, table.target, table.positive_label, 0)
-        append_row(
-            path,
-            {
-                **keys,
-                "mean": scores.mean,
-                "seconds": scores.seconds,
-                **{f"auroc_{k}": v for k, v in scores.auroc.items()},
-                # The floor: held-out real rows against the train split, as synthetic rows are.
-                **fidelity_columns(train, test, table.schema, table.target),
-            },
-        )
+    # Parallel jobs of one split take turns (a lock of its own: append_row takes the CSV's).
+    with locked(results / f"bench_real_{cfg.table}_compute"):
+        if not is_done(path, keys):
+            compute_real_reference(cfg, repeat, path, keys)
     rows = read_rows(path)
     return rows[(rows["dataset"] == cfg.table) & (rows["repeat"] == repeat)].iloc[0].to_dict()
+
+
+def compute_real_reference(cfg: BenchmarkConfig, repeat: int, path: Path, keys: dict) -> None:
+    """Train and score the 8 classifiers on split ``repeat``'s real rows; append to ``path``."""
+    run_cfg = compose_run_config([f"dataset={cfg.table}", f"dataset.split_seed={repeat}"])
+    table, train, test = load_split(run_cfg.dataset, run_cfg.data.root)
+    scores = score_table(train, test, table.schema, table.target, table.positive_label, 0)
+    append_row(
+        path,
+        {
+            **keys,
+            "mean": scores.mean,
+            "seconds": scores.seconds,
+            **{f"auroc_{k}": v for k, v in scores.auroc.items()},
+            # The floor: held-out real rows against the train split, as synthetic rows are.
+            **fidelity_columns(train, test, table.schema, table.target),
+        },
+    )
 
 
 def fidelity_columns(

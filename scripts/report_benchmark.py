@@ -339,7 +339,10 @@ def main() -> None:
             results / f"bench_real_{dataset}.csv",
         )
         if runs_path.is_file() and real_path.is_file():
-            data[dataset] = (pd.read_csv(runs_path), pd.read_csv(real_path))
+            # One reference per split (before the lock in benchmark.py's real_reference,
+            # parallel jobs could each compute and append the same split's).
+            real = pd.read_csv(real_path).drop_duplicates(["dataset", "repeat"])
+            data[dataset] = (pd.read_csv(runs_path), real)
     sections = []
     for dataset, (runs, real) in data.items():
         repeats = runs.groupby(["method", "epsilon"], dropna=False).size()

@@ -29,9 +29,19 @@ from rdpgan.synthesizer import DPCGAN
 
 REPO = Path(__file__).resolve().parent.parent
 FIDELITY_COLUMNS = ("tvd_1way", "tvd_2way", "tvd_3way_target", "k_marginal")
-COMMIT = subprocess.run(
-    ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=REPO
-).stdout.strip()
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO).stdout.strip()
+
+
+# The code a row ran: dirty only if the package, configs or scripts differ from the commit (not
+# when results/, which this script appends to, does).
+COMMIT = _git("rev-parse", "--short", "HEAD") + (
+    "-dirty"
+    if _git("status", "--porcelain", "--untracked-files=no", "rdpgan", "configs", "scripts")
+    else ""
+)
 OUT = REPO / "results" / "tuning_adult.csv"
 # The starting point of the search, pinned (the package defaults are its outcome).
 BASE_MODEL = ModelConfig(
@@ -316,7 +326,7 @@ def main() -> None:
     parser.add_argument(
         "--summary",
         action="store_true",
-        help="print mean validation AUROC per candidate (over seeds) from the CSV, and stop",
+        help="print mean validation AUROC per candidate and ε (over seeds) from the CSV, and stop",
     )
     parser.add_argument(
         "--positives",
@@ -328,7 +338,7 @@ def main() -> None:
     if args.summary:
         rows = pd.read_csv(OUT)
         rows = rows[rows["name"].isin(args.only)] if args.only != list(CANDIDATES) else rows
-        scores = rows.groupby("name", sort=False)["validation_mean_auroc"]
+        scores = rows.groupby(["name", "epsilon"], sort=False)["validation_mean_auroc"]
         print(scores.agg(["mean", "count"]).round(3).to_string())
         return
 

@@ -91,6 +91,8 @@ def assert_each_cell_landed_once(results: Path) -> None:
         ("rdp_cgan", 0),
         ("rdp_cgan", 1),
     ]
+    real = pd.read_csv(results / "bench_real_cervical.csv")
+    assert sorted(real["repeat"]) == [0, 1]  # each split's reference computed once
 
 
 def test_grid_runs_under_the_joblib_launcher(tmp_path, data_dir):
@@ -120,6 +122,7 @@ def test_parallel_epsilon_jobs_run_the_cgan_cell_once(tmp_path, data_dir):
     runs = pd.read_csv(results / "bench_cervical.csv")
     assert runs["method"].tolist() == ["cgan"]
     assert (run.stdout + run.stderr).count("skip (done)") == 1
+    assert len(pd.read_csv(results / "bench_real_cervical.csv")) == 1  # one split, one reference
 
 
 def test_grid_runs_under_the_ray_launcher(tmp_path, data_dir):

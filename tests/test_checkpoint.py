@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rdpgan.config import RECORDED_BEFORE
 from tests.conftest import FAST, train_cli
 
 SETTINGS = [
@@ -157,6 +158,35 @@ def test_the_moving_average_of_g_is_checkpointed(tmp_path, small_adult):
     resumed = train_cli(tmp_path, "resume=true", root=small_adult)
     assert resumed.returncode == 0, resumed.stderr
     assert (run / "synthetic.csv").read_bytes() == table
+
+
+def test_a_run_recorded_before_a_setting_existed_resumes_as_it_ran(
+    tmp_path, small_adult, trained_run
+):
+    """Records written before train.bf16_generator_step and train.generator_ema existed lack
+    them (and the checkpoint lacks the average): such a run trained in float32 without an
+    average. Resuming it must not take today's defaults, which would ask the checkpoint for
+    an average it does not hold, and run G's step in bfloat16."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    slot = run / json.loads((run / "checkpoint.json").read_text())["weights"]
+    tensors = torch.load(slot, weights_only=True)
+    del tensors["generator_average"]
+    torch.save(tensors, slot)
+    for record, path in (("run.json", ()), ("checkpoint.json", ("model",))):
+        meta = json.loads((run / record).read_text())
+        section = meta
+        for key in path:
+            section = section[key]
+        for key in RECORDED_BEFORE:
+            del section["train"][key]
+        (run / record).write_text(json.dumps(meta))
+    delete_outputs(run)
+    resumed = train_cli(tmp_path, "resume=true", root=small_adult)
+    assert resumed.returncode == 0, resumed.stderr
+    train = json.loads((run / "model.json").read_text())["train"]
+    assert {key: train[key] for key in RECORDED_BEFORE} == RECORDED_BEFORE
+    assert json.loads((run / "metrics.json").read_text())["generator_average_steps"] == 0
 
 
 def test_damaged_run_record_is_a_one_line_error(tmp_path, small_adult):

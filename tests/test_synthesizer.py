@@ -166,6 +166,10 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"train": TrainConfig(max_sample_rate=1.5)}, "max_sample_rate"),
         ({"train": TrainConfig(max_steps=2.5)}, "max_steps must be a whole number"),
         ({"train": TrainConfig(steps=True)}, "steps must be a whole number"),
+        ({"train": TrainConfig(generator_ema=1.0)}, "generator_ema"),  # frozen at the start
+        ({"train": TrainConfig(generator_ema=-0.1)}, "generator_ema"),
+        ({"train": TrainConfig(generator_ema=None)}, "generator_ema"),
+        ({"train": TrainConfig(generator_ema=True)}, "generator_ema"),
     ],
 )
 def test_settings_that_numpy_or_torch_would_reject_are_refused_up_front(settings, message):

@@ -107,25 +107,28 @@ def small_trainer(bf16: bool, generator_ema: float = 0.0) -> tuple[CGANTrainer, 
 
 
 def test_the_saved_generator_is_the_moving_average_of_its_iterates():
-    """train.generator_ema: after every G step the average moves a (1 - decay) share of the
-    way to the new weights (the first step copies them), and finish() hands G the average;
-    the D steps in between saw the live G, not the average."""
-    decay = 0.6
+    """train.generator_ema: after T G steps the average weighs iterate t by
+    decay^(T-t) (1-decay) / (1-decay^T) (a geometric average over the iterates, not one that
+    keeps decay^(T-1) of the first), and finish() hands G the average."""
+    decay, steps = 0.6, 4
     trainer, generator = small_trainer(bf16=False, generator_ema=decay)
-    expected = None
-    for _ in range(4):
+    iterates = []
+    for _ in range(steps):
         trainer.discriminator_step()
         trainer.generator_step()
-        live = [p.detach().clone() for p in generator.parameters()]
-        expected = (
-            live
-            if expected is None
-            else [decay * e + (1 - decay) * w for e, w in zip(expected, live, strict=True)]
-        )
-    assert not all(torch.equal(e, w) for e, w in zip(expected, live, strict=True))
+        iterates.append([p.detach().clone() for p in generator.parameters()])
+    weights = [decay ** (steps - t) * (1 - decay) / (1 - decay**steps) for t in range(1, 5)]
+    expected = [
+        sum(w * iterate[k] for w, iterate in zip(weights, iterates, strict=True))
+        for k in range(len(iterates[0]))
+    ]
+    assert trainer.averaged_steps() == steps
     trainer.finish()
     for got, want in zip(generator.parameters(), expected, strict=True):
         torch.testing.assert_close(got.detach(), want)
+    assert not all(
+        torch.equal(p, w) for p, w in zip(generator.parameters(), iterates[-1], strict=True)
+    )
 
 
 def test_without_a_moving_average_finish_keeps_the_last_iterate():
@@ -134,7 +137,7 @@ def test_without_a_moving_average_finish_keeps_the_last_iterate():
     trainer.generator_step()
     last = [p.detach().clone() for p in generator.parameters()]
     trainer.finish()
-    assert trainer.generator_average is None
+    assert trainer.generator_average is None and trainer.averaged_steps() == 0
     assert all(torch.equal(p, w) for p, w in zip(generator.parameters(), last, strict=True))
 
 
