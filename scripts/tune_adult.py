@@ -283,11 +283,21 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         for decay in (0.99, 0.995)
     },
     "r12_e50_ema0.998": (ModelConfig(), replace(FULL, generator_ema=0.998), PrivacyConfig()),
+    # Round 13: small tables (run only as --rows 700 --positives 45, a small imbalanced table
+    # simulated on Adult, as in round 7), where epochs, not the step cap, set the length: the
+    # default since round 12, the one before it, and the new one at the old learning rate.
+    "r13_small_default": (ModelConfig(), replace(TrainConfig(), progress=False), PrivacyConfig()),
+    "r13_small_previous": (ModelConfig(), FULL, PrivacyConfig()),
+    "r13_small_lr2e-4": (
+        ModelConfig(),
+        replace(TrainConfig(), generator_lr=2e-4, discriminator_lr=2e-4, progress=False),
+        PrivacyConfig(),
+    ),
 }
 
 
 def round_of(name: str) -> int:
-    if name.startswith(("r8_", "r9_", "r10_", "r11_", "r12_")):
+    if name.startswith(("r8_", "r9_", "r10_", "r11_", "r12_", "r13_")):
         return int(name[1 : name.index("_")])
     if "_m" in name and "_f" in name:
         return 7
