@@ -68,6 +68,14 @@ NONPRIVATE = PrivacyConfig(name="none", accountant="none")
 AUX1 = replace(ST, auxiliary_weight=1.0)
 SMALL = ModelConfig(generator_hidden=[128, 128], discriminator_hidden=[128, 128])
 FULL = E50  # the package's training defaults up to round 11 (50 epochs, float32), by name
+DEFAULT_R12 = replace(  # ... and since round 12 (d541163)
+    E50,
+    max_steps=800,
+    generator_lr=5e-4,
+    discriminator_lr=5e-4,
+    bf16_generator_step=True,
+    generator_ema=0.99,
+)
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
     "default": (BASE_MODEL, BASE_TRAIN, PrivacyConfig()),
@@ -286,11 +294,11 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 13: small tables (run only as --rows 700 --positives 45, a small imbalanced table
     # simulated on Adult, as in round 7), where epochs, not the step cap, set the length: the
     # default since round 12, the one before it, and the new one at the old learning rate.
-    "r13_small_default": (ModelConfig(), replace(TrainConfig(), progress=False), PrivacyConfig()),
+    "r13_small_default": (ModelConfig(), DEFAULT_R12, PrivacyConfig()),
     "r13_small_previous": (ModelConfig(), FULL, PrivacyConfig()),
     "r13_small_lr2e-4": (
         ModelConfig(),
-        replace(TrainConfig(), generator_lr=2e-4, discriminator_lr=2e-4, progress=False),
+        replace(DEFAULT_R12, generator_lr=2e-4, discriminator_lr=2e-4),
         PrivacyConfig(),
     ),
 }
