@@ -61,7 +61,10 @@ def precheck_overrides(config_name: str, args: list[str]) -> None:
         with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
             OmegaConf.to_object(compose(config_name, overrides=overrides))
     except Exception as exc:  # Hydra and OmegaConf raise many types; all mean "bad config"
-        fail(first_line(exc))
+        # Hydra's line names the override; the reason (e.g. "Value 'abc' could not be
+        # converted to Float") is OmegaConf's, in the exception it wraps.
+        reason = f": {first_line(exc.__cause__)}" if exc.__cause__ is not None else ""
+        fail(first_line(exc) + reason)
 
 
 def refuse_unparsable(arg: str) -> None:

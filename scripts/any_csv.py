@@ -33,14 +33,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 from adult_test_csv import write_adult_test_csv  # scripts/, beside this file
-from machine_info import cpu_model
+from machine_info import code_commit, cpu_model
 
 from rdpgan.io import atomic_write, read_json
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMIT = subprocess.run(
-    ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-).stdout.strip()
+COMMIT = code_commit()  # at start: the code this process runs
 USER_ARGS = [
     "dataset=csv",
     "dataset.target=income",

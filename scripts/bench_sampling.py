@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-from bench_speed import commit, machine, write_speed_md
+from bench_speed import COMMIT, machine, write_speed_md
 from torch.nn import Linear
 
 from rdpgan.sample import iter_samples, load_model, sampling_workers, write_samples
@@ -89,7 +89,6 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, help="a finished run (default: train one)")
     parser.add_argument("--train-steps", type=int, default=800)
     args = parser.parse_args()
-    code_commit = commit()  # read first: the code this process imported
 
     with tempfile.TemporaryDirectory(prefix="bench_sampling_") as scratch:
         work = Path(scratch)
@@ -143,7 +142,7 @@ def main() -> None:
     lines = [
         "## Sampling (`python -m rdpgan.sample`)",
         "",
-        f"Made by `{command}` at commit {code_commit} on "
+        f"Made by `{command}` at commit {COMMIT} on "
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0.",
         f"Machine: {machine()}.",
         "",

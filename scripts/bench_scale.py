@@ -26,7 +26,6 @@ import argparse
 import os
 import platform
 import shlex
-import subprocess
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from any_csv import timed_train  # scripts/, beside this file
-from machine_info import cpu_model
+from machine_info import code_commit, cpu_model
 
 from rdpgan.cli import compose_run_config
 from rdpgan.data.datasets import load_split
@@ -43,9 +42,7 @@ from rdpgan.evaluate import score_table
 from rdpgan.io import atomic_write, read_json
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMIT = subprocess.run(
-    ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-).stdout.strip()
+COMMIT = code_commit()  # at start: the code this process runs
 JITTER = 0.01  # of a numeric column's declared range
 DELTA = 1e-7  # below 1/n at every size (the default 1e-5 is not, for a million rows)
 BAR_SECONDS = 600  # issue 13: a 1,000,000-row run in at most 10 minutes

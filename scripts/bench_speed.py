@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-from machine_info import cpu_model
+from machine_info import code_commit, cpu_model
 
 from rdpgan.cli import compose_run_config
 from rdpgan.config import ModelConfig, TrainConfig
@@ -97,10 +97,7 @@ def time_steps(trainer: CGANTrainer, steps: int, warmup: int = 20) -> list[float
     return times
 
 
-def commit() -> str:
-    return subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
-    ).stdout.strip()
+COMMIT = code_commit()  # at start: the code this process imported (and its runs launch)
 
 
 def machine() -> str:
@@ -131,7 +128,7 @@ def main() -> None:
         "",
         f"Made by `python scripts/bench_speed.py --steps {args.steps} --thread-steps "
         f"{args.thread_steps}{' --skip-full-run' if args.skip_full_run else ''}` at commit "
-        f"{commit()} on "
+        f"{COMMIT} on "
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0 (initialisation; batches and "
         "noise from fresh OS entropy).",
         f"Machine: {machine()}.",

@@ -29,7 +29,6 @@ import fcntl
 import hashlib
 import os
 import platform
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -44,6 +43,7 @@ import numpy as np
 import pandas as pd
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
+from machine_info import code_commit
 from omegaconf import DictConfig, OmegaConf
 
 from rdpgan.cli import compose_run_config, existing_files, remove_new_files
@@ -118,15 +118,9 @@ def is_done(path: Path, keys: dict) -> bool:
     return bool(match.any())
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO).stdout.strip()
-
-
 # Read once, when the process starts: the code that runs is the code imported then, whatever
 # is committed while a long grid is running.
-COMMIT = (_git("rev-parse", "--short", "HEAD") or "unknown") + (
-    "-dirty" if _git("status", "--porcelain", "--untracked-files=no", "rdpgan", "configs") else ""
-)
+COMMIT = code_commit()
 
 
 def provenance() -> dict[str, str]:

@@ -1,9 +1,16 @@
-"""The CPU model, for the machine line every results file carries."""
+"""What every results file carries about where it was made: the CPU model, and the commit of
+the code that ran."""
 
 from __future__ import annotations
 
 import platform
+import subprocess
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# What a result depends on: a change (or a new file) here, not yet committed, makes the stamp
+# "<commit>-dirty"; results/, which the scripts append to, does not.
+CODE = ("rdpgan", "configs", "scripts")
 
 
 def cpu_model() -> str:
@@ -14,3 +21,14 @@ def cpu_model() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown CPU"
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO).stdout.strip()
+
+
+def code_commit() -> str:
+    """The short commit of HEAD, with ``-dirty`` if the code differs from it. Call it when the
+    process starts: what runs is what was imported (or launched) then."""
+    dirty = _git("status", "--porcelain", *CODE)
+    return (_git("rev-parse", "--short", "HEAD") or "unknown") + ("-dirty" if dirty else "")

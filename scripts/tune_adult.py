@@ -13,12 +13,17 @@ to ``results/tuning_adult.csv`` (a finished candidate/seed/ε is skipped), so th
 from __future__ import annotations
 
 import argparse
-import subprocess
+import os
+import platform
+import shlex
+import sys
 import time
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
+from machine_info import code_commit, cpu_model
 
 from rdpgan.cli import compose_run_config
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
@@ -30,18 +35,9 @@ from rdpgan.synthesizer import DPCGAN
 REPO = Path(__file__).resolve().parent.parent
 FIDELITY_COLUMNS = ("tvd_1way", "tvd_2way", "tvd_3way_target", "k_marginal")
 
-
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO).stdout.strip()
-
-
-# The code a row ran: dirty only if the package, configs or scripts differ from the commit (not
-# when results/, which this script appends to, does).
-COMMIT = _git("rev-parse", "--short", "HEAD") + (
-    "-dirty"
-    if _git("status", "--porcelain", "--untracked-files=no", "rdpgan", "configs", "scripts")
-    else ""
-)
+COMMIT = code_commit()  # at start: the code this process imported
+COMMAND = shlex.join(["python", "scripts/tune_adult.py", *sys.argv[1:]])
+MACHINE = f"{cpu_model()}, {os.cpu_count()} cores, {platform.machine()}"
 OUT = REPO / "results" / "tuning_adult.csv"
 # The starting point of the search, pinned (the package defaults are its outcome).
 BASE_MODEL = ModelConfig(
@@ -330,6 +326,16 @@ def subsample(rows: pd.DataFrame, table, n: int, positives: int | None) -> pd.Da
     return pd.concat(parts).sample(frac=1.0, random_state=0).reset_index(drop=True)
 
 
+def is_done(done: pd.DataFrame, name: str, seed: int, args: argparse.Namespace) -> bool:
+    """Whether ``done`` has this candidate's row for this seed, ε and table size."""
+    match = (done["name"] == name) & (done["seed"] == seed) & (done["epsilon"] == args.epsilon)
+    for column in ("rows", "positives"):
+        wanted = getattr(args, column)
+        recorded = done[column] if column in done else pd.Series(float("nan"), index=done.index)
+        match &= recorded.isna() if wanted is None else (recorded == wanted)
+    return bool(match.any())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epsilon", type=float, default=8.0)
@@ -356,8 +362,14 @@ def main() -> None:
     if args.summary:
         rows = pd.read_csv(OUT)
         rows = rows[rows["name"].isin(args.only)] if args.only != list(CANDIDATES) else rows
-        scores = rows.groupby(["name", "epsilon"], sort=False)["validation_mean_auroc"]
-        print(scores.agg(["mean", "count"]).round(3).to_string())
+        auroc = "validation_mean_auroc"
+        summary = rows.groupby(["name", "epsilon"], sort=False).agg(
+            mean=(auroc, "mean"),
+            std=(auroc, "std"),
+            count=(auroc, "count"),
+            **{column: (column, "mean") for column in FIDELITY_COLUMNS[:3]},
+        )
+        print(summary.round(3).to_string())
         return
 
     table, train_rows, _test_rows_never_used = load_split(
@@ -370,10 +382,7 @@ def main() -> None:
     for name in args.only:
         model_cfg, train_cfg, privacy_cfg = CANDIDATES[name]
         for seed in args.seeds:
-            key = (
-                (done["name"] == name) & (done["seed"] == seed) & (done["epsilon"] == args.epsilon)
-            )
-            if key.any():
+            if is_done(done, name, seed, args):
                 continue
             start = time.perf_counter()
             model = DPCGAN(
@@ -407,6 +416,13 @@ def main() -> None:
                     if k in FIDELITY_COLUMNS
                 },
                 "commit": COMMIT,
+                # Rows before these columns existed ran on the full 80% (round 13's, named
+                # r13_small_*, on --rows 700 --positives 45).
+                "rows": args.rows,
+                "positives": args.positives,
+                "command": COMMAND,
+                "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "machine": MACHINE,
             }
             print(row, flush=True)
             current = pd.read_csv(OUT) if OUT.is_file() else pd.DataFrame()  # others may write
