@@ -171,7 +171,7 @@ class TrainConfig:
     n_critic: int = 1
     # The generator's step (G on fakes, through the frozen D: no real row, no secret draw) in
     # bfloat16 where the hardware multiplies it natively (AVX-512 BF16 here: G's products run
-    # ~2.8x faster, results/speed.md); D's private step stays float32.
+    # ~2.7x faster, results/speed.md); D's private step stays float32.
     bf16_generator_step: bool = True
     # Decay of an exponential moving average of G's weights, taken after every G step; the
     # average is the generator that is saved and sampled (0: the last iterate). It is a
@@ -187,7 +187,11 @@ class TrainConfig:
 # Training settings added after runs had been recorded without them, with the value those
 # runs trained with (the defaults have since changed): a run record or a saved model that
 # lacks one means this, not today's default.
-RECORDED_BEFORE: dict[str, Any] = {"bf16_generator_step": False, "generator_ema": 0.0}
+RECORDED_BEFORE: dict[str, Any] = {
+    "max_steps": None,  # before cfd540e: no cap on the steps epochs ask for
+    "bf16_generator_step": False,
+    "generator_ema": 0.0,
+}
 
 
 def with_absent_train_settings(train: dict[str, Any]) -> dict[str, Any]:
