@@ -369,7 +369,12 @@ def main() -> None:
             "",
         ]
         if dataset == "adult":
-            sections += ["Issue 11's bar (rdp_cgan, the settings of these runs):", "", bar_lines(runs), ""]
+            sections += [
+                "Issue 11's bar (rdp_cgan, the settings of these runs):",
+                "",
+                bar_lines(runs),
+                "",
+            ]
     if data:
         figure(results, data)
         fidelity_figure(results, data)
