@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shlex
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 from adult_test_csv import write_adult_test_csv  # scripts/, beside this file
-from machine_info import code_commit, cpu_model
+from machine_info import code_commit, machine_line
 
 from rdpgan.io import atomic_write, read_json
 
@@ -128,7 +127,7 @@ def main() -> None:
             row = {"schema": schema, "seed": seed, **train(args, run)}
             row.update(
                 date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                machine=f"{platform.machine()} {os.cpu_count()} cores, {cpu_model()}",
+                machine=machine_line(),
                 commit=COMMIT,
             )
             print({k: row[k] for k in ("schema", "seed", "share_of_real", "lines_printed")})

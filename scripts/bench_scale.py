@@ -23,8 +23,6 @@ Writes ``results/scale.csv`` (one row per n, with command, seed, date, machine a
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shlex
 import tempfile
 from datetime import datetime, timezone
@@ -33,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from any_csv import timed_train  # scripts/, beside this file
-from machine_info import code_commit, cpu_model
+from machine_info import code_commit, machine_line
 
 from rdpgan.cli import compose_run_config
 from rdpgan.data.datasets import load_split
@@ -124,7 +122,7 @@ def main() -> None:
                 "command": "python -m rdpgan.train " + shlex.join(args).replace(work, "<work>"),
                 "seed": options.seed,
                 "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                "machine": f"{platform.machine()} {os.cpu_count()} cores, {cpu_model()}",
+                "machine": machine_line(),
                 "commit": COMMIT,
             }
             print({k: row[k] for k in ("rows", "seconds", "share_of_real")}, flush=True)

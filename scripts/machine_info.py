@@ -3,6 +3,7 @@ the code that ran."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -21,6 +22,11 @@ def cpu_model() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown CPU"
+
+
+def machine_line() -> str:
+    """The machine a results row was made on: architecture, cores and CPU model."""
+    return f"{platform.machine()} {os.cpu_count()} cores, {cpu_model()}"
 
 
 def _git(*args: str) -> str:

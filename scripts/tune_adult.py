@@ -13,8 +13,6 @@ to ``results/tuning_adult.csv`` (a finished candidate/seed/ε is skipped), so th
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shlex
 import sys
 import time
@@ -23,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
-from machine_info import code_commit, cpu_model
+from machine_info import code_commit, machine_line
 
 from rdpgan.cli import compose_run_config
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
@@ -34,10 +32,9 @@ from rdpgan.synthesizer import DPCGAN
 
 REPO = Path(__file__).resolve().parent.parent
 FIDELITY_COLUMNS = ("tvd_1way", "tvd_2way", "tvd_3way_target", "k_marginal")
-
 COMMIT = code_commit()  # at start: the code this process imported
 COMMAND = shlex.join(["python", "scripts/tune_adult.py", *sys.argv[1:]])
-MACHINE = f"{cpu_model()}, {os.cpu_count()} cores, {platform.machine()}"
+MACHINE = machine_line()
 OUT = REPO / "results" / "tuning_adult.csv"
 # The starting point of the search, pinned (the package defaults are its outcome).
 BASE_MODEL = ModelConfig(
