@@ -16,9 +16,22 @@ from itertools import accumulate, pairwise
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from rdpgan.config import ModelConfig
 from rdpgan.transform import Span, TableTransformer
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` multiplies bfloat16 matrices natively (elsewhere it is emulated,
+    and slower than float32)."""
+    if device.type == "cuda":
+        try:
+            return torch.cuda.is_bf16_supported(including_emulation=False)
+        except TypeError:  # torch < 2.4 counts native support only
+            return torch.cuda.is_bf16_supported()
+    check = getattr(torch.cpu, "_is_avx512_bf16_supported", None)  # AVX-512 BF16 (or AMX)
+    return device.type == "cpu" and check is not None and bool(check())
 
 
 def _mlp(sizes: Sequence[int], make_block) -> nn.Sequential:
@@ -93,6 +106,19 @@ class Generator(nn.Module):
             "padded_index", torch.cat(padded) if padded else empty, persistent=False
         )
         self.register_buffer("order", order, persistent=False)
+        # Sampling's head emits [tanh outputs, each bucket's padded layout] directly: the head
+        # row of each output, or ``width`` (a zero row with bias -inf) for padding.
+        sizes = [math.prod(shape) for shape in self.bucket_shapes]
+        rows = torch.full((sum(sizes),), width)
+        offsets = list(accumulate(sizes, initial=0))[:-1]
+        for (start, end), offset in zip(self.bucket_cells, offsets, strict=True):
+            rows[offset + self.bucket_index[start:end]] = cells[start:end]
+        self.register_buffer("sampling_rows", torch.cat([tanh, rows]), persistent=False)
+        self.bucket_widths = [torch.tensor([widths[j] for j in b]) for b in self.buckets]
+        # Blocks in span order from blocks in bucket order.
+        self.register_buffer(
+            "block_order", torch.argsort(torch.tensor(in_bucket_order)).long(), persistent=False
+        )
 
     @classmethod
     def for_table(cls, config: ModelConfig, transformer: TableTransformer) -> Generator:
@@ -190,19 +216,36 @@ class Generator(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(tanh values, one code per block) for sampling, without building one-hot rows.
 
-        The code is argmax(logits + Gumbel noise): a draw from the same distribution as
-        ``forward(hard=True)`` (temperature does not move an argmax), at a fraction of the cost.
-        ``rng`` (default: torch's global one) draws the noise; a generator of its own makes
+        Each block's code is drawn by inverse transform, one uniform draw per block against the
+        cumulative softmax of its logits: the distribution of ``forward(hard=True)``'s argmax of
+        Gumbel-perturbed logits (temperature moves neither), with one draw per block instead of
+        one per code. The head emits the padded bucket layout directly, so every block is a
+        contiguous row of a [rows, blocks, width] tensor. The matrix products run in the
+        caller's precision (e.g. under bfloat16 autocast); the draws in float32. ``rng``
+        (default: torch's global one) draws the uniforms; a generator of its own makes
         concurrent calls safe and reproducible.
         """
-        logits = self._logits(z, y)
-        # Drawn for every output (the few tanh columns waste a little) so that each block is a
-        # contiguous slice: argmax on slices beats gathering into the padded block layout.
-        uniform = torch.rand(logits.shape, generator=rng, device=logits.device)
-        noisy = logits - uniform.log_().neg_().log_()
-        codes = [noisy[:, start:end].argmax(dim=1) for start, end in self.block_spans]
-        blocks = torch.stack(codes, dim=1) if codes else logits.new_zeros(len(logits), 0).long()
-        return torch.tanh(logits[:, self.tanh_index]), blocks
+        zero_row = self.head.weight.new_zeros(1, self.head.in_features)
+        weight = torch.cat([self.head.weight, zero_row]).index_select(0, self.sampling_rows)
+        padding = self.head.bias.new_full((1,), float("-inf"))
+        bias = torch.cat([self.head.bias, padding]).index_select(0, self.sampling_rows)
+        outputs = F.linear(self.body(torch.cat([z, y], dim=1)), weight, bias)
+        start = len(self.tanh_index)
+        values = outputs[:, :start].float().tanh()
+        codes = []
+        for shape, widths in zip(self.bucket_shapes, self.bucket_widths, strict=True):
+            end = start + math.prod(shape)
+            logits = outputs[:, start:end].float().view(len(outputs), *shape)
+            start = end
+            # exp after subtracting each block's largest logit cannot overflow; padding is 0.
+            cumulative = (logits - logits.amax(-1, keepdim=True)).exp_().cumsum_(-1)
+            uniform = torch.rand(*cumulative.shape[:-1], 1, generator=rng, device=z.device)
+            chosen = torch.searchsorted(cumulative, uniform.mul_(cumulative[..., -1:]), right=True)
+            # (u · total can round up to the total: keep it on the block's last code.)
+            codes.append(torch.minimum(chosen.squeeze(-1), widths.to(z.device) - 1))
+        if not codes:  # a table without categorical codes
+            return values, outputs.new_zeros(len(outputs), 0, dtype=torch.long)
+        return values, torch.cat(codes, dim=1).index_select(1, self.block_order)
 
 
 # Padded cells a bucket of blocks must save to be worth its own layout (a few more small kernels

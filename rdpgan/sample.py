@@ -28,7 +28,6 @@ from typing import Any
 
 import hydra
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
@@ -64,14 +63,12 @@ def iter_samples(
     seed: int = 0,
     chunk_size: int = 100_000,
     workers: int = 1,
-    then: Callable[[pd.DataFrame], Any] = lambda frame: frame,
-) -> Iterator[Any]:
-    """``n`` rows as consecutive frames of at most ``chunk_size`` rows, each passed through
-    ``then`` (in the worker), ``workers`` chunks at a time. The frames do not depend on
-    ``workers``."""
+) -> Iterator[pa.Table]:
+    """``n`` rows as consecutive Arrow tables of at most ``chunk_size`` rows, ``workers``
+    chunks at a time. The tables do not depend on ``workers``."""
 
-    def chunk(index: int, size: int) -> Any:
-        return then(model.sample(size, label=label, seed=chunk_seed(seed, index)))
+    def chunk(index: int, size: int) -> pa.Table:
+        return model.sample_arrow(size, label=label, seed=chunk_seed(seed, index))
 
     return ordered_parallel(chunk, chunk_sizes(n, chunk_size), workers)
 
@@ -190,8 +187,8 @@ def write_samples(
         model.seed if seed is None else seed,
         chunk_size,
         workers,
-        then=lambda frame: pa.Table.from_pandas(frame, schema=arrow, preserve_index=False),
     )
+    tables = (table.cast(arrow) for table in tables)  # a no-op unless a chunk's types differ
     try:
         atomic_write(out, lambda tmp: writer(tmp, tables, arrow))
     except OSError as exc:

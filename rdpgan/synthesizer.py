@@ -19,12 +19,14 @@ import math
 import pickle
 import warnings
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import torch
 from torch.nn import functional as F
 
@@ -42,7 +44,7 @@ from rdpgan.data.datasets import check_target, classes_released
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, read_json, write_json
-from rdpgan.models import Discriminator, Generator
+from rdpgan.models import Discriminator, Generator, native_bf16
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import (
     LEDGER_FILE,
@@ -530,6 +532,23 @@ class DPCGAN:
         ``label`` fixes the condition to one class; otherwise labels follow the released
         (noisy) label frequencies.
         """
+        parts = self._sample_parts(n, label, seed)
+        assert self.transformer is not None  # (checked by _sample_parts)
+        return self.transformer.decode_parts(*parts)
+
+    def sample_arrow(
+        self, n: int | None = None, label: Any = None, seed: int | None = None
+    ) -> pa.Table:
+        """:meth:`sample`'s rows as an Arrow table (what files of millions of rows are written
+        from, without a Python object per string)."""
+        parts = self._sample_parts(n, label, seed)
+        assert self.transformer is not None  # (checked by _sample_parts)
+        return self.transformer.decode_arrow(*parts)
+
+    def _sample_parts(
+        self, n: int | None, label: Any, seed: int | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(within-bin positions, codes, label codes) of ``n`` sampled rows."""
         if self.generator is None or self.transformer is None or self.label_probs is None:
             raise RuntimeError("fit or load the model before sampling")
         if n is None:
@@ -574,7 +593,7 @@ class DPCGAN:
                 values, blocks, labels = values[keep], blocks[keep], labels[keep]
             parts.append((values, blocks, labels))
         values, blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))
-        return self.transformer.decode_parts(values, blocks, labels)
+        return values, blocks, labels
 
     def _generate(
         self, labels: torch.Tensor, rng: torch.Generator
@@ -582,7 +601,9 @@ class DPCGAN:
         """(within-bin positions, codes) of one generated row per label, in chunks."""
         assert self.generator is not None and self.label_probs is not None
         parts: list[tuple[torch.Tensor, torch.Tensor]] = []
-        with torch.no_grad():
+        bf16 = self.model_config.bf16_sampling and native_bf16(self.device)
+        products = torch.autocast(self.device.type, torch.bfloat16) if bf16 else nullcontext()
+        with torch.no_grad(), products:
             for chunk in labels.split(SAMPLE_CHUNK):
                 y = F.one_hot(chunk, len(self.label_probs)).float()
                 z = torch.randn(

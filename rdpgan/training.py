@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from rdpgan import distributed
 from rdpgan.config import TrainConfig
 from rdpgan.measure import Marginals
-from rdpgan.models import Generator
+from rdpgan.models import Generator, native_bf16
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.randomness import SecretRandomness
@@ -228,18 +228,6 @@ def _geometric_average(
         return average + (current - average) * weight
 
     return update
-
-
-def native_bf16(device: torch.device) -> bool:
-    """Whether ``device`` multiplies bfloat16 matrices natively (elsewhere it is emulated,
-    and slower than float32)."""
-    if device.type == "cuda":
-        try:
-            return torch.cuda.is_bf16_supported(including_emulation=False)
-        except TypeError:  # torch < 2.4 counts native support only
-            return torch.cuda.is_bf16_supported()
-    check = getattr(torch.cpu, "_is_avx512_bf16_supported", None)  # AVX-512 BF16 (or AMX)
-    return device.type == "cpu" and check is not None and bool(check())
 
 
 def _kl_terms(target: torch.Tensor, model: torch.Tensor) -> torch.Tensor:

@@ -69,6 +69,11 @@ DEFAULT_R12 = replace(  # ... and since round 12 (d541163)
     bf16_generator_step=True,
     generator_ema=0.99,
 )
+# The model settings of rounds 8-13: today's defaults but sampling in float32 (the default
+# since round 14), pinned like the others.
+MODEL_R13 = ModelConfig(bf16_sampling=False)
+# ModelConfig's settings that only change how a fitted model samples.
+SAMPLING_SETTINGS = {"sample_pool": 1, "bf16_sampling": False}
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
     "default": (BASE_MODEL, BASE_TRAIN, PrivacyConfig()),
@@ -212,39 +217,39 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Each ran the package defaults of its commit (in its rows): r8_default before pair
     # marginals existed, r8_pairs with a spanning tree of them (100 bins, clipped tables),
     # r8_final with the shipped defaults (40 bins, Norm-Sub, pairs beyond the tree).
-    "r8_default": (ModelConfig(), FULL, PrivacyConfig()),
-    "r8_pairs": (ModelConfig(), FULL, PrivacyConfig()),
-    "r8_final": (ModelConfig(), FULL, PrivacyConfig()),
-    "r8_nonprivate": (ModelConfig(), FULL, NONPRIVATE),
-    "r8_no_raking": (replace(ModelConfig(), sample_pool=1), FULL, PrivacyConfig()),
-    "r8_no_marginal_loss": (replace(ModelConfig(), marginal_weight=1e-9), FULL, PrivacyConfig()),
-    "r8_f0.25": (ModelConfig(), FULL, replace(PrivacyConfig(), marginals_fraction=0.25)),
-    "r8_f0.75": (ModelConfig(), FULL, replace(PrivacyConfig(), marginals_fraction=0.75)),
-    "r8_bins40": (replace(ModelConfig(), numeric_bins=40), FULL, PrivacyConfig()),
-    "r8_pool8": (replace(ModelConfig(), sample_pool=8), FULL, PrivacyConfig()),
+    "r8_default": (MODEL_R13, FULL, PrivacyConfig()),
+    "r8_pairs": (MODEL_R13, FULL, PrivacyConfig()),
+    "r8_final": (MODEL_R13, FULL, PrivacyConfig()),
+    "r8_nonprivate": (MODEL_R13, FULL, NONPRIVATE),
+    "r8_no_raking": (replace(MODEL_R13, sample_pool=1), FULL, PrivacyConfig()),
+    "r8_no_marginal_loss": (replace(MODEL_R13, marginal_weight=1e-9), FULL, PrivacyConfig()),
+    "r8_f0.25": (MODEL_R13, FULL, replace(PrivacyConfig(), marginals_fraction=0.25)),
+    "r8_f0.75": (MODEL_R13, FULL, replace(PrivacyConfig(), marginals_fraction=0.75)),
+    "r8_bins40": (replace(MODEL_R13, numeric_bins=40), FULL, PrivacyConfig()),
+    "r8_pool8": (replace(MODEL_R13, sample_pool=8), FULL, PrivacyConfig()),
     # Round 9 (issue 13, speed): fewer, cheaper steps against the 50-epoch default.
-    "r9_e50": (ModelConfig(), FULL, PrivacyConfig()),
-    "r9_s600": (ModelConfig(), replace(FULL, steps=600), PrivacyConfig()),
+    "r9_e50": (MODEL_R13, FULL, PrivacyConfig()),
+    "r9_s600": (MODEL_R13, replace(FULL, steps=600), PrivacyConfig()),
     "r9_s600_lr5e-4": (
-        ModelConfig(),
+        MODEL_R13,
         replace(FULL, steps=600, generator_lr=5e-4, discriminator_lr=5e-4),
         PrivacyConfig(),
     ),
-    "r9_s1000_c2": (ModelConfig(), replace(FULL, steps=1000, n_critic=2), PrivacyConfig()),
+    "r9_s1000_c2": (MODEL_R13, replace(FULL, steps=1000, n_critic=2), PrivacyConfig()),
     # Round 10 (issue 13): a length for a full Adult run in a minute, between
     # round 9's 600 steps and its 50 epochs.
     **{
         f"r10_s{steps}_lr{lr:.0e}".replace("e-0", "e-"): (
-            ModelConfig(),
+            MODEL_R13,
             replace(FULL, steps=steps, generator_lr=lr, discriminator_lr=lr),
             PrivacyConfig(),
         )
         for steps, lr in ((700, 5e-4), (800, 4e-4), (800, 5e-4))
     },
-    "r10_e50": (ModelConfig(), FULL, PrivacyConfig()),  # r9_e50 again, at round 10's code
+    "r10_e50": (MODEL_R13, FULL, PrivacyConfig()),  # r9_e50 again, at round 10's code
     # ... and the generator's step in bfloat16 (the discriminator's stays float32).
     "r10_s800_lr5e-4_bf16": (
-        ModelConfig(),
+        MODEL_R13,
         replace(
             FULL, steps=800, generator_lr=5e-4, discriminator_lr=5e-4, bf16_generator_step=True
         ),
@@ -262,7 +267,7 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         for nets, model, steps in (
             ("g128_d128", SMALL, 1200),
             ("g128_d128", SMALL, 1500),
-            ("d128", replace(ModelConfig(), discriminator_hidden=[128, 128]), 1000),
+            ("d128", replace(MODEL_R13, discriminator_hidden=[128, 128]), 1000),
         )
     },
     # Round 12 (issue 13): a moving average of G's weights (free: post-processing of its
@@ -270,7 +275,7 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # (train=long).
     **{
         f"r12_s800_lr5e-4_bf16_ema{decay:g}": (
-            ModelConfig(),
+            MODEL_R13,
             replace(
                 FULL,
                 steps=800,
@@ -283,22 +288,34 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         )
         for decay in (0.99, 0.995)
     },
-    "r12_e50_ema0.998": (ModelConfig(), replace(FULL, generator_ema=0.998), PrivacyConfig()),
+    "r12_e50_ema0.998": (MODEL_R13, replace(FULL, generator_ema=0.998), PrivacyConfig()),
     # Round 13: small tables (run only as --rows 700 --positives 45, a small imbalanced table
     # simulated on Adult, as in round 7), where epochs, not the step cap, set the length: the
     # default since round 12, the one before it, and the new one at the old learning rate.
-    "r13_small_default": (ModelConfig(), DEFAULT_R12, PrivacyConfig()),
-    "r13_small_previous": (ModelConfig(), FULL, PrivacyConfig()),
+    "r13_small_default": (MODEL_R13, DEFAULT_R12, PrivacyConfig()),
+    "r13_small_previous": (MODEL_R13, FULL, PrivacyConfig()),
     "r13_small_lr2e-4": (
-        ModelConfig(),
+        MODEL_R13,
         replace(DEFAULT_R12, generator_lr=2e-4, discriminator_lr=2e-4),
         PrivacyConfig(),
     ),
+    # Round 14 (issue 13): how sampling runs, on models trained once per seed and shared by
+    # these names (they differ only in sampling settings): float32 products as before, in
+    # bfloat16 (the default since), and with a smaller pool of rows to rake or none.
+    "r14_sample_fp32": (MODEL_R13, DEFAULT_R12, PrivacyConfig()),
+    **{
+        f"r14_sample_bf16_pool{pool}": (
+            replace(MODEL_R13, bf16_sampling=True, sample_pool=pool),
+            DEFAULT_R12,
+            PrivacyConfig(),
+        )
+        for pool in (4, 2, 1)
+    },
 }
 
 
 def round_of(name: str) -> int:
-    if name.startswith(("r8_", "r9_", "r10_", "r11_", "r12_", "r13_")):
+    if name.startswith(("r8_", "r9_", "r10_", "r11_", "r12_", "r13_", "r14_")):
         return int(name[1 : name.index("_")])
     if "_m" in name and "_f" in name:
         return 7
@@ -376,21 +393,28 @@ def main() -> None:
     if args.rows is not None:
         fit_rows = subsample(fit_rows, table, args.rows, args.positives)
     done = pd.read_csv(OUT) if OUT.is_file() else pd.DataFrame(columns=["name", "seed", "epsilon"])
+    fitted_models: dict[str, tuple[DPCGAN, float]] = {}
     for name in args.only:
         model_cfg, train_cfg, privacy_cfg = CANDIDATES[name]
         for seed in args.seeds:
             if is_done(done, name, seed, args):
                 continue
             start = time.perf_counter()
-            model = DPCGAN(
-                epsilon=args.epsilon,
-                privacy=privacy_cfg,
-                model=model_cfg,
-                train=train_cfg,
-                seed=seed,
-                device="cpu",
-            ).fit(fit_rows, table.target, table.schema, table.positive_label)
-            fitted = time.perf_counter()
+            # Candidates that differ only in how they sample share one fitted model per seed.
+            key = repr((replace(model_cfg, **SAMPLING_SETTINGS), train_cfg, privacy_cfg, seed))
+            if key not in fitted_models:
+                model = DPCGAN(
+                    epsilon=args.epsilon,
+                    privacy=privacy_cfg,
+                    model=model_cfg,
+                    train=train_cfg,
+                    seed=seed,
+                    device="cpu",
+                ).fit(fit_rows, table.target, table.schema, table.positive_label)
+                fitted_models[key] = (model, time.perf_counter() - start)
+            model, train_seconds = fitted_models[key]
+            model.model_config = model_cfg  # the same but for the sampling settings
+            sample_start = time.perf_counter()
             synthetic = model.sample(len(fit_rows))
             scores = score_table(
                 synthetic, validation, table.schema, table.target, table.positive_label, seed
@@ -401,8 +425,8 @@ def main() -> None:
                 "epsilon": args.epsilon,
                 "validation_mean_auroc": round(scores.mean, 4),
                 "round": round_of(name),
-                "train_seconds": round(fitted - start, 1),
-                "total_seconds": round(time.perf_counter() - start, 1),
+                "train_seconds": round(train_seconds, 1),  # once per shared model
+                "total_seconds": round(train_seconds + time.perf_counter() - sample_start, 1),
                 **{f"auroc_{k}": round(v, 4) for k, v in scores.auroc.items()},
                 # Against the rows trained on, as the evaluation harness does.
                 **{

@@ -128,7 +128,7 @@ def test_chunks_are_the_api_samples_with_derived_seeds(tmp_path, trained_run):
 
 def test_a_failure_while_writing_leaves_no_file(tmp_path, trained_run, monkeypatch):
     model = load_model(trained_run)
-    real_sample = model.sample
+    real_sample = model.sample_arrow
     calls = []
 
     def fail_on_second_chunk(n, label=None, seed=None):
@@ -137,7 +137,7 @@ def test_a_failure_while_writing_leaves_no_file(tmp_path, trained_run, monkeypat
             raise OSError(28, "No space left on device")
         return real_sample(n, label=label, seed=seed)
 
-    monkeypatch.setattr(model, "sample", fail_on_second_chunk)
+    monkeypatch.setattr(model, "sample_arrow", fail_on_second_chunk)
     for out in ("s.csv", "s.parquet"):
         calls.clear()
         with pytest.raises(UserInputError, match="No space left on device"):
