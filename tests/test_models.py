@@ -72,7 +72,7 @@ def test_sampling_path_matches_the_hard_forward_pass():
     rows = generator(z, y, hard=True)
     values, codes = generator.sample_parts(z, y)
     torch.testing.assert_close(values, rows[:, [0, 4]])
-    # With sharp logits the Gumbel noise rarely moves the argmax: both paths pick the same codes.
+    # With sharp logits both draws pick each block's largest logit: the same codes.
     generator.head.weight.data *= 1e4
     generator.head.bias.data *= 1e4
     rows = generator(z, y, hard=True)
@@ -109,6 +109,26 @@ def test_width_buckets_cover_each_block_once_and_trade_padding_for_buckets():
     assert _width_buckets(widths, cost=0) == [[2], [0], [4], [3], [1]]  # no padding at all
     assert _width_buckets(widths, cost=10**6) == [[2, 0, 4, 3, 1]]  # one padded layout
     assert _width_buckets([]) == []
+
+
+def test_sampling_draws_every_blocks_codes_with_its_own_softmax():
+    """Each block of a layout with several padded buckets, against its own softmax (one
+    (z, y), many draws): a draw must never land on padding or in another block's codes."""
+    torch.manual_seed(0)
+    generator = Generator(8, 2, [16], WIDE_SPANS, width=51).eval()
+    generator.head.weight.data *= 4  # distinct, uneven distributions per block
+    assert len(generator.buckets) > 1
+    n = 40_000
+    z = torch.randn(1, 8).expand(n, 8)
+    y = torch.tensor([[0.0, 1.0]]).expand(n, 2)
+    _, codes = generator.sample_parts(z, y, torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits = generator.head(generator.body(torch.cat([z[:1], y[:1]], dim=1)))[0]
+    for column, (start, end) in enumerate(generator.block_spans):
+        counts = torch.bincount(codes[:, column], minlength=end - start)
+        assert len(counts) == end - start  # no code past the block's own
+        expected = torch.softmax(logits[start:end], dim=0)
+        torch.testing.assert_close(counts / n, expected, atol=0.01, rtol=0)
 
 
 @pytest.mark.parametrize("hard", [False, True])

@@ -207,6 +207,20 @@ def test_sampling_in_blocks_keeps_the_count_the_class_shares_and_the_seed(monkey
     assert (model.sample(901, label=1, seed=2)["y"] == 1).all()
 
 
+def test_sampling_products_are_bfloat16_only_where_asked_for_and_native(monkeypatch):
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+    model.fit(toy_table(), "y", SCHEMA)
+
+    def sample(bf16: bool, native: bool) -> pd.DataFrame:
+        monkeypatch.setattr(synthesizer, "native_bf16", lambda device: native)
+        model.model_config.bf16_sampling = bf16
+        return model.sample(2000, seed=3)
+
+    float32 = sample(bf16=False, native=True)
+    pd.testing.assert_frame_equal(sample(bf16=True, native=False), float32)
+    assert not sample(bf16=True, native=True).equals(float32)  # rounded products move values
+
+
 def test_resume_refuses_a_bad_noise_seed_in_one_line(tmp_path):
     train = TrainConfig(steps=2, progress=False)
     model = DPCGAN(epsilon=2.0, device="cpu", model=SMALL["model"], train=train)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from rdpgan.data.schema import Categorical, Continuous, Schema
@@ -69,6 +70,25 @@ def test_decode_of_arbitrary_generator_output_only_yields_schema_levels():
     assert set(back["flag"]) <= {0, 1}
     assert back["age"].between(17, 90).all()
     assert back["income"].dropna().between(0, 100_000).all()
+
+
+def test_arrow_decoding_is_the_same_table_with_missing_as_null():
+    """What files are written from (Arrow) against what the API returns (pandas), on codes
+    that reach every level, point mass and 'missing', and codes past the levels."""
+    transformer = TableTransformer(SCHEMA, "label")
+    rng = np.random.default_rng(0)
+    matrix = rng.normal(size=(500, transformer.width)) * 3
+    values, codes = transformer.split(matrix)
+    labels = rng.integers(0, 2, size=500)
+    frame = transformer.decode_parts(values, codes, labels)
+    table = transformer.decode_arrow(values, codes, labels)
+    assert table.column_names == SCHEMA.names
+    assert frame["colour"].isna().any() and frame["income"].isna().any()
+    for name in SCHEMA.names:  # missing is null in Arrow (NaN or None in pandas)
+        dtype = frame[name].dtype
+        expected = pa.string() if dtype.kind == "O" else pa.from_numpy_dtype(dtype)
+        assert table[name].type == expected
+        assert table[name].to_pylist() == [None if pd.isna(v) else v for v in frame[name]]
 
 
 def test_undeclared_level_and_undeclared_missing_are_rejected():
