@@ -57,8 +57,9 @@ def raking_weights(
             furthest = max(furthest, 0.5 * float(np.abs(goal - current).sum()))
             # (A cell's weight can be subnormal; dividing by it must not overflow.)
             ratio = np.where(reachable, goal / np.maximum(current, np.finfo(float).tiny), 0.0)
+            # (No renormalising: the goal sums to 1 over the cells the weights reach, so the
+            # new weights do too, up to rounding.)
             weights *= ratio[table]
-            weights /= weights.sum()
         if furthest > (1 - RAKING_STALL) * previous:
             break
         previous = furthest
@@ -104,23 +105,30 @@ class Raker:
         return rng.permutation(order[systematic_resample(weights, n, rng)])
 
     def _tables(self, codes: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        """([tables, rows] cell of each row in each released table, the tables' targets)."""
-        released, shares = self.released, self.shares
-        cells, targets = [], []
+        """([tables, rows] cell of each row in each released table, the tables' targets).
+
+        Written straight into one array, each column's codes read contiguously and coarsened
+        once however many pairs it is in: on large pools this costs as much as a few sweeps.
+        """
+        released, shares, only = self.released, self.shares, self.only
+        pairs = list(zip(released.pairs, released.joint, strict=True)) if only is None else []
+        tables = len(released.by_class) + len(pairs) + int(only is None)
+        cells = np.empty((tables, len(labels)), dtype=np.int64)
+        codes = np.ascontiguousarray(codes.T)  # [column, row]
+        targets = []
         for column, table in enumerate(released.by_class):
-            if self.only is None:
-                cells.append(cell_index([labels, codes[:, column]], table.shape))
+            if only is None:  # row-major (class, code), as cell_index orders them
+                np.add(labels * table.shape[1], codes[column], out=cells[column])
                 targets.append((shares[:, None] * table).ravel())
             else:
-                cells.append(codes[:, column])
-                targets.append(table[self.only])
-        if self.only is None:
-            for (i, j), joint in zip(released.pairs, released.joint, strict=True):
-                coarse = [released.maps[i][codes[:, i]], released.maps[j][codes[:, j]]]
-                cells.append(cell_index(coarse, joint.shape))
-                targets.append(joint.ravel())
+                cells[column] = codes[column]
+                targets.append(table[only])
+        coarse = {c: released.maps[c][codes[c]] for pair, _ in pairs for c in pair}
+        for t, ((i, j), joint) in enumerate(pairs, start=len(released.by_class)):
+            cells[t] = cell_index([coarse[i], coarse[j]], joint.shape)
+            targets.append(joint.ravel())
+        if only is None:
             # Last in every sweep: the class shares are the released ones whatever came before.
-            cells.append(labels)
+            cells[-1] = labels
             targets.append(shares)
-        stacked = np.stack(cells) if cells else np.zeros((0, len(codes)), dtype=np.int64)
-        return stacked, targets
+        return cells, targets

@@ -311,11 +311,38 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         )
         for pool in (4, 2, 1)
     },
+    # Round 15 (issue 13): a stronger marginal loss, so that G's own rows come closer to the
+    # released tables and raking has less to do (with the default pool, and without raking).
+    **{
+        f"r15_marginal{weight:g}_pool{pool}": (
+            replace(MODEL_R13, bf16_sampling=True, marginal_weight=weight, sample_pool=pool),
+            DEFAULT_R12,
+            PrivacyConfig(),
+        )
+        for weight in (3.0, 10.0)
+        for pool in (4, 1)
+    },
+    # Round 16 (issue 13): a narrower G (half the products a sampled row costs) at round 15's
+    # marginal loss; D keeps its width.
+    **{
+        f"r16_g128_marginal3_pool{pool}": (
+            replace(
+                MODEL_R13,
+                bf16_sampling=True,
+                generator_hidden=[128, 128],
+                marginal_weight=3.0,
+                sample_pool=pool,
+            ),
+            DEFAULT_R12,
+            PrivacyConfig(),
+        )
+        for pool in (4, 1)
+    },
 }
 
 
 def round_of(name: str) -> int:
-    if name.startswith(("r8_", "r9_", "r10_", "r11_", "r12_", "r13_", "r14_")):
+    if name.startswith(("r8_", "r9_", "r10_", "r11_", "r12_", "r13_", "r14_", "r15_", "r16_")):
         return int(name[1 : name.index("_")])
     if "_m" in name and "_f" in name:
         return 7
