@@ -134,13 +134,15 @@ class ModelConfig:
     # Weight of the AC-GAN label loss (0: plain conditional D, label concatenated to the row).
     auxiliary_weight: float = 1.0
     # Weight of G's marginal loss: KL divergence from each released (DP) per-class code
-    # distribution to G's. 0: no release, no loss, no raking.
-    marginal_weight: float = 1.0
+    # distribution (and pair) to G's. 0: no release, no loss, no raking. 3 since round 15
+    # (results/tuning_adult.csv).
+    marginal_weight: float = 3.0
     # Bins per wide numeric column in G's encoding (rdpgan.transform.DEFAULT_BINS).
     numeric_bins: int = 40
     # Sampling draws this many generated rows per row kept, and keeps those whose marginals
-    # match the released ones (rdpgan.postprocess); 1: keep every generated row.
-    sample_pool: int = 4
+    # match the released ones (rdpgan.postprocess); 1: keep every generated row. null: 4 where
+    # the released marginals are precise, else 1 (rdpgan.synthesizer.RAKING_NOISE_LIMIT).
+    sample_pool: int | None = None
     # Sampling's matrix products in bfloat16 where the hardware multiplies it natively (the
     # draws stay float32): ~2x faster generation, results/speed.md; the marginals it moves
     # are checked in results/tuning_adult.csv.

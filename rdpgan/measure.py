@@ -76,6 +76,23 @@ class Marginals:
         )
 
 
+#: The ledger names of the releases G and the sampler match.
+MARGINALS, PAIR_MARGINALS = "marginals", "pair_marginals"
+
+
+def marginal_noise(ledger: PrivacyLedger) -> float:
+    """The standard deviation of the noise on one released count of the marginals (the most
+    over their releases; 0 when they are exact): public, read from the ledger."""
+    return max(
+        (
+            float(release.noise_multiplier) * float(release.details["sensitivity"])
+            for release in ledger.releases
+            if release.name in (MARGINALS, PAIR_MARGINALS)
+        ),
+        default=0.0,
+    )
+
+
 def pair_candidates(
     coarse_sizes: Sequence[int], total: float, ledger: PrivacyLedger, epsilon: float
 ) -> list[tuple[int, int]]:
@@ -189,7 +206,7 @@ def marginals(
     own costs ``epsilon`` (the ledger composes it with the rest).
     """
     tables = marginal_counts(codes, labels, code_sizes, n_classes)
-    released = _gaussian_tables("marginals", tables, ledger, epsilon, rng)
+    released = _gaussian_tables(MARGINALS, tables, ledger, epsilon, rng)
     return [conditional_distributions(t, std) for t, std in released]
 
 
@@ -284,7 +301,7 @@ def pair_marginals(
     """Per pair, the joint [code, code] distribution: noisy counts (Gaussian, sqrt(pairs) L2
     sensitivity, costing ``epsilon`` on its own) made consistent with ``total``."""
     tables = pair_counts(coarse, pairs, coarse_sizes)
-    released = _gaussian_tables("pair_marginals", tables, ledger, epsilon, rng)
+    released = _gaussian_tables(PAIR_MARGINALS, tables, ledger, epsilon, rng)
     return [consistent_table(t, total) for t, _ in released]
 
 

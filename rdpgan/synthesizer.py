@@ -83,6 +83,15 @@ SAMPLE_CHUNK = 16_384
 # Output rows raked at a time: each block matches the released marginals on its own, and a
 # pool of sample_pool times as many rows is held in memory at once.
 RAKE_CHUNK = 131_072
+# With model.sample_pool null, sampling rakes a pool of RAKING_POOL generated rows per row kept
+# where the noise std on one released count of the marginals (the most over their releases) is
+# at most RAKING_NOISE_LIMIT of the released row count, and keeps every generated row where it
+# is larger: matching noisier tables fits their noise. On Adult's validation split (round 15
+# of results/tuning_adult.csv), raking helped 2-/3-way TVD at ε=8 (noise 5.3e-4 of the rows)
+# but cost AUROC and TVD at ε=3 (1.3e-3) and ε=1 (3.6e-3); the limit sits between (about
+# their geometric mean).
+RAKING_POOL = 4
+RAKING_NOISE_LIMIT = 8e-4
 
 
 def resolve_device(device: str) -> torch.device:
@@ -141,7 +150,7 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
         )
     for name, count in (
         ("model.numeric_bins", model.numeric_bins),
-        ("model.sample_pool", model.sample_pool),
+        ("model.sample_pool", 1 if model.sample_pool is None else model.sample_pool),
     ):
         if count < 1:
             raise UserInputError(f"{name} must be at least 1, got {count}")
@@ -191,6 +200,9 @@ class DPCGAN:
         self.marginals: measure.Marginals | None = None
         self.positive_label: Any = None
         self.released_rows = 0
+        # The noise std on one released count of the marginals, as model.json records it (a
+        # fitted model reads it from its ledger).
+        self.recorded_marginal_noise = 0.0
         self.metrics: dict[str, Any] = {}
         # Opt-outs of the run that trained this model (from its ledger, or model.json on load).
         self.privacy_notes: list[str] = []
@@ -571,7 +583,7 @@ class DPCGAN:
         # A random stream of this call's own: the same seed gives the same table, sampling
         # does not disturb the caller's random state, and calls may run in parallel threads.
         rng = torch.Generator(self.device).manual_seed(self.seed if seed is None else seed)
-        pool = self.model_config.sample_pool if self.marginals is not None else 1
+        pool = self.raking_pool()
         key = torch.randint(2**62, (1,), generator=rng, device=self.device)
         numpy_rng = np.random.default_rng(int(key))  # raking's draws, from the same seed
         only = None if label is None else int(code)
@@ -594,6 +606,22 @@ class DPCGAN:
             parts.append((values, blocks, labels))
         values, blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))
         return values, blocks, labels
+
+    def raking_pool(self) -> int:
+        """Generated rows per sampled row: ``model.sample_pool``, or (null) ``RAKING_POOL``
+        where the released marginals are precise enough to match, else 1 (no raking)."""
+        if self.marginals is None:
+            return 1
+        if self.model_config.sample_pool is not None:
+            return self.model_config.sample_pool
+        noise = self.marginal_noise()
+        return RAKING_POOL if noise <= RAKING_NOISE_LIMIT * self.released_rows else 1
+
+    def marginal_noise(self) -> float:
+        """The noise std on one released count of the marginals: public, from the ledger."""
+        if self.ledger is None:
+            return self.recorded_marginal_noise
+        return measure.marginal_noise(self.ledger)
 
     def _generate(
         self, labels: torch.Tensor, rng: torch.Generator
@@ -640,6 +668,7 @@ class DPCGAN:
             "label_probs": [float(p) for p in self.label_probs],
             # Released (DP) like label_probs: sampling rakes toward them.
             "marginals": None if self.marginals is None else self.marginals.to_dict(),
+            "marginal_noise": self.marginal_noise(),  # (public: from the ledger)
             "released_rows": self.released_rows,
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -676,6 +705,8 @@ class DPCGAN:
         marginals = meta["marginals"]
         model.marginals = None if marginals is None else measure.Marginals.from_dict(marginals)
         model.released_rows = int(meta["released_rows"])
+        # (Models saved before it always name their sample_pool, so never read this.)
+        model.recorded_marginal_noise = float(meta.get("marginal_noise", 0.0))
         return model
 
     @classmethod

@@ -106,7 +106,7 @@ def main() -> None:
                 pass
 
         def generate_unraked() -> None:
-            pool = model.model_config.sample_pool
+            pool = model.raking_pool()
             model.model_config.sample_pool = 1
             try:
                 generate()
@@ -138,7 +138,7 @@ def main() -> None:
     (gflops, core_rows), (bf16_gflops, bf16_rows) = (
         matmul_roofline(model.generator, dtype) for dtype in (torch.float32, torch.bfloat16)
     )
-    pool = model.model_config.sample_pool
+    pool = model.raking_pool()
     lines = [
         "## Sampling (`python -m rdpgan.sample`)",
         "",

@@ -221,6 +221,33 @@ def test_sampling_products_are_bfloat16_only_where_asked_for_and_native(monkeypa
     assert not sample(bf16=True, native=True).equals(float32)  # rounded products move values
 
 
+def test_sampling_rakes_only_where_the_released_marginals_are_precise(tmp_path, monkeypatch):
+    """The pool follows the noise on one released count against the released row count (both
+    public), unless model.sample_pool names it; a saved model keeps the same choice."""
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+    model.fit(toy_table(), "y", SCHEMA)
+    released = [r for r in model.ledger.releases if r.name in ("marginals", "pair_marginals")]
+    noise = max(r.noise_multiplier * math.sqrt(r.details["tables"]) for r in released)
+    assert len(released) == 2 and model.marginal_noise() == pytest.approx(noise)
+    generated = []
+    real_generate = model._generate
+    monkeypatch.setattr(
+        model,
+        "_generate",
+        lambda labels, rng: generated.append(len(labels)) or real_generate(labels, rng),
+    )
+    share = noise / model.released_rows
+    for limit, pool in ((share * 1.01, synthesizer.RAKING_POOL), (share * 0.99, 1)):
+        monkeypatch.setattr(synthesizer, "RAKING_NOISE_LIMIT", limit)
+        assert model.raking_pool() == pool
+        generated.clear()
+        assert len(model.sample(100, seed=1)) == 100 and generated == [100 * pool]
+        model.save(tmp_path)
+        assert synthesizer.DPCGAN.load(tmp_path, device="cpu").raking_pool() == pool
+    model.model_config.sample_pool = 3
+    assert model.raking_pool() == 3
+
+
 def test_resume_refuses_a_bad_noise_seed_in_one_line(tmp_path):
     train = TrainConfig(steps=2, progress=False)
     model = DPCGAN(epsilon=2.0, device="cpu", model=SMALL["model"], train=train)
