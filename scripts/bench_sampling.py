@@ -7,8 +7,8 @@ Without ``--run-dir``, first trains a default-size model on Adult for ``--train-
 ``python -m rdpgan.train`` in a subprocess (which keeps training's memory out of this process's
 peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
-(with raking, as shipped, and without: ``model.sample_pool=1``), then writing them to Parquet,
-then to CSV; and, as the roofline, G's matrix products alone (fp32 and bf16) on one core.
+(with raking as the model's default picks it, and without: ``model.sample_pool=1``), then
+writing them to Parquet, then to CSV; and, as the roofline, G's matrix products alone (fp32 and bf16) on one core.
 Writes its section of ``results/speed.md`` (the part after the training benchmark's).
 """
 
@@ -160,7 +160,8 @@ def main() -> None:
         f"Roofline: G's matrix products alone ({ROOFLINE_ROWS:,} rows, one thread) run at "
         f"{gflops:.0f} GFLOP/s in fp32 ({core_rows:,.0f} generated rows/s per core) and "
         f"{bf16_gflops:.0f} GFLOP/s in bf16 ({bf16_rows:,.0f} rows/s per core). Raking keeps one "
-        f"row of every {pool} generated (`model.sample_pool`), so even bf16 matrix products on "
+        f"row of every {pool} generated (`model.sample_pool`; the default picks {pool} for this "
+        "model from the noise of its released marginals), so even bf16 matrix products on "
         f"all {workers} cores, with nothing else to do, would keep at most "
         f"{workers * bf16_rows / pool:,.0f} rows/s ({workers * bf16_rows:,.0f} without raking).",
     ]
