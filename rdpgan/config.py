@@ -144,8 +144,8 @@ class ModelConfig:
     # the released marginals are precise, else 1 (rdpgan.synthesizer.RAKING_NOISE_LIMIT).
     sample_pool: int | None = None
     # Sampling's matrix products in bfloat16 where the hardware multiplies it natively (the
-    # draws stay float32): ~2x faster generation, results/speed.md; the marginals it moves
-    # are checked in results/tuning_adult.csv.
+    # draws stay float32): faster generation (results/speed.md), the same scores (round 14 of
+    # results/tuning_adult.csv). A seed gives the same rows only on the same kind of CPU.
     bf16_sampling: bool = True
 
 

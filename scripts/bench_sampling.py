@@ -7,8 +7,9 @@ Without ``--run-dir``, first trains a default-size model on Adult for ``--train-
 ``python -m rdpgan.train`` in a subprocess (which keeps training's memory out of this process's
 peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
-(with raking as the model's default picks it, and without: ``model.sample_pool=1``), then
-writing them to Parquet, then to CSV; and, as the roofline, G's matrix products alone (fp32 and bf16) on one core.
+(as the model's defaults pick raking and precision, then with float32 products, then without
+raking: ``model.sample_pool=1``), then writing them to Parquet, then to CSV; and, as the
+roofline, G's matrix products alone (fp32 and bf16) on one core.
 Writes its section of ``results/speed.md`` (the part after the training benchmark's).
 """
 
@@ -21,8 +22,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import torch
 from bench_speed import COMMIT, machine, write_speed_md
@@ -105,13 +108,21 @@ def main() -> None:
             for _ in iter_samples(model, n, seed=0, chunk_size=chunk, workers=workers):
                 pass
 
-        def generate_unraked() -> None:
-            pool = model.raking_pool()
-            model.model_config.sample_pool = 1
-            try:
-                generate()
-            finally:
-                model.model_config.sample_pool = pool
+        def generate_with(**settings: Any) -> Callable[[], None]:
+            """:func:`generate` with some of the model's sampling settings changed."""
+
+            def task() -> None:
+                config = model.model_config
+                saved = replace(config)
+                for key, value in settings.items():
+                    setattr(config, key, value)
+                try:
+                    generate()
+                finally:
+                    for key in settings:
+                        setattr(config, key, getattr(saved, key))
+
+            return task
 
         def write(name: str) -> Callable[[], object]:
             return lambda: write_samples(
@@ -121,7 +132,16 @@ def main() -> None:
         results = []
         for stage, task, out in [
             ("generate + decode only", generate, None),
-            ("generate + decode, no raking (`model.sample_pool=1`)", generate_unraked, None),
+            (
+                "generate + decode, float32 products (`model.bf16_sampling=false`)",
+                generate_with(bf16_sampling=False),
+                None,
+            ),
+            (
+                "generate + decode, no raking (`model.sample_pool=1`)",
+                generate_with(sample_pool=1),
+                None,
+            ),
             ("Parquet", write("s.parquet"), "s.parquet"),
             ("CSV", write("s.csv"), "s.csv"),
         ]:
@@ -133,7 +153,7 @@ def main() -> None:
     source = f"from {args.run_dir}" if args.run_dir else f"trained {args.train_steps} DP steps"
     verdicts = ", ".join(
         f"{stage} {'met' if rate >= BAR_ROWS_PER_SECOND else 'not met'}"
-        for stage, _, rate, _, _ in results[2:]
+        for stage, _, rate, _, _ in results[3:]
     )
     (gflops, core_rows), (bf16_gflops, bf16_rows) = (
         matmul_roofline(model.generator, dtype) for dtype in (torch.float32, torch.bfloat16)

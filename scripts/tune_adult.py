@@ -69,9 +69,10 @@ DEFAULT_R12 = replace(  # ... and since round 12 (d541163)
     bf16_generator_step=True,
     generator_ema=0.99,
 )
-# The model settings of rounds 8-13: today's defaults but sampling in float32 (the default
-# since round 14), pinned like the others.
-MODEL_R13 = ModelConfig(bf16_sampling=False)
+# The model settings of rounds 8-13, pinned like the others: marginal loss weight 1 (3 since
+# round 15), raking with a pool of 4 always (only where the marginals are precise since round
+# 15), sampling in float32 (bfloat16 since round 14).
+MODEL_R13 = ModelConfig(marginal_weight=1.0, sample_pool=4, bf16_sampling=False)
 # ModelConfig's settings that only change how a fitted model samples.
 SAMPLING_SETTINGS = {"sample_pool": 1, "bf16_sampling": False}
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {

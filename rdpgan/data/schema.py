@@ -175,8 +175,10 @@ class Categorical:
         """:meth:`decode` as an Arrow array (missing as null), taken by code from an Arrow array
         of the levels: no Python object per value, which would cost more than generating it."""
         codes = self._level_codes(codes)
-        if self.numeric:
-            return pa.array(self._numeric_levels()[codes].astype(self.dtype), from_pandas=True)
+        if self.numeric:  # (null by mask: an integer column has no NaN to carry it)
+            missing = codes == len(self.levels)
+            levels = np.where(missing, 0.0, self._numeric_levels()[codes])
+            return pa.array(levels.astype(self.dtype), mask=missing)
         return pa.array([*self.levels, None], pa.string()).take(codes)
 
     def _level_codes(self, codes: np.ndarray) -> np.ndarray:
