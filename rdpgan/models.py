@@ -93,7 +93,6 @@ class Generator(nn.Module):
         tanh = torch.tensor([s.start for s in spans if s.activation == "tanh"], dtype=torch.long)
         # Output column j comes from position order[j] of cat([tanh values, cell values]).
         order = torch.argsort(torch.cat([tanh, cells]))
-        self.block_spans = [(s.start, s.end) for s in blocks]
         self.block_shape = (len(blocks), max(widths, default=1))
         empty = torch.zeros(0, dtype=torch.long)
         self.register_buffer("tanh_index", tanh, persistent=False)
