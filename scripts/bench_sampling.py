@@ -112,15 +112,12 @@ def main() -> None:
             """:func:`generate` with some of the model's sampling settings changed."""
 
             def task() -> None:
-                config = model.model_config
-                saved = replace(config)
-                for key, value in settings.items():
-                    setattr(config, key, value)
+                shipped = model.model_config
+                model.model_config = replace(shipped, **settings)
                 try:
                     generate()
                 finally:
-                    for key in settings:
-                        setattr(config, key, getattr(saved, key))
+                    model.model_config = shipped
 
             return task
 
