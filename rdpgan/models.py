@@ -74,7 +74,7 @@ class Generator(nn.Module):
         # The code cells (logits of one-hot blocks), grouped into buckets of blocks of similar
         # width: each bucket is one padded [blocks, width] softmax, so the padding stays small
         # (Adult's 14 blocks are 2 to 99 codes wide: one layout would be 1,386 cells for 413).
-        self.buckets = _width_buckets(widths)
+        self.buckets = width_buckets(widths)
         self.bucket_shapes = [(len(b), max(widths[j] for j in b)) for b in self.buckets]
         in_bucket_order = [j for bucket in self.buckets for j in bucket]
         cells = [torch.arange(blocks[j].start, blocks[j].end) for j in in_bucket_order]
@@ -83,17 +83,15 @@ class Generator(nn.Module):
         starts = list(accumulate((widths[j] for j in in_bucket_order), initial=0))
         first_blocks = accumulate(map(len, self.buckets), initial=0)
         self.bucket_cells = [(starts[i], starts[j]) for i, j in pairwise(first_blocks)]
-        # Each cell's place in its bucket's flattened padded layout, and in the [blocks (span
-        # order), widest] layout of :meth:`code_probs`.
-        in_bucket, padded = [], []
-        for bucket, (_, bucket_width) in zip(self.buckets, self.bucket_shapes, strict=True):
-            for slot, j in enumerate(bucket):
-                in_bucket.append(torch.arange(widths[j]) + slot * bucket_width)
-                padded.append(torch.arange(widths[j]) + j * max(widths))
+        # Each cell's place in its bucket's flattened padded layout.
+        in_bucket = [
+            torch.arange(widths[j]) + slot * bucket_width
+            for bucket, (_, bucket_width) in zip(self.buckets, self.bucket_shapes, strict=True)
+            for slot, j in enumerate(bucket)
+        ]
         tanh = torch.tensor([s.start for s in spans if s.activation == "tanh"], dtype=torch.long)
         # Output column j comes from position order[j] of cat([tanh values, cell values]).
         order = torch.argsort(torch.cat([tanh, cells]))
-        self.block_shape = (len(blocks), max(widths, default=1))
         empty = torch.zeros(0, dtype=torch.long)
         self.register_buffer("tanh_index", tanh, persistent=False)
         self.register_buffer("cell_index", cells, persistent=False)
@@ -101,9 +99,8 @@ class Generator(nn.Module):
         self.register_buffer(
             "bucket_index", torch.cat(in_bucket) if in_bucket else empty, persistent=False
         )
-        self.register_buffer(
-            "padded_index", torch.cat(padded) if padded else empty, persistent=False
-        )
+        # Codes in span order (block by block, as the transformer lays them out) from cells.
+        self.register_buffer("span_cells", torch.argsort(cells), persistent=False)
         self.register_buffer("order", order, persistent=False)
         # Sampling's head emits [tanh outputs, each bucket's padded layout] directly: the head
         # row of each output, or ``width`` (a zero row with bias -inf) for padding.
@@ -197,17 +194,15 @@ class Generator(nn.Module):
         return torch.cat(probs, dim=1), blocks
 
     def code_probs(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """[batch, columns, codes]: each column's code distribution given (z, y), padded with 0.
+        """[batch, codes]: each block's code distribution given (z, y), blocks one after
+        another in span order.
 
         A sampled code is argmax(logits + Gumbel noise), which is distributed as
         softmax(logits); the mean over z is G's marginal of each column given the class,
         which the marginal loss matches to the released (DP) marginals, differentiably.
         """
-        cells = self._logits(z, y).index_select(1, self.cell_index)
-        # One softmax over the [blocks, widest] layout the loss needs (-inf padding: 0 there).
-        padded = cells.new_full((len(cells), math.prod(self.block_shape)), float("-inf"))
-        padded = padded.index_copy(1, self.padded_index, cells)
-        return torch.softmax(padded.view(len(cells), *self.block_shape), dim=-1)
+        probs, _ = self._softmax(self._logits(z, y).index_select(1, self.cell_index))
+        return probs.index_select(1, self.span_cells)
 
     @torch.no_grad()
     def sample_parts(
@@ -252,7 +247,7 @@ class Generator(nn.Module):
 BUCKET_COST = 16
 
 
-def _width_buckets(widths: Sequence[int], cost: int = BUCKET_COST) -> list[list[int]]:
+def width_buckets(widths: Sequence[int], cost: int = BUCKET_COST) -> list[list[int]]:
     """Blocks (indices into ``widths``) in buckets of similar width, narrowest first: the
     partition of the sorted widths with the fewest padded cells plus ``cost`` per bucket."""
     order = sorted(range(len(widths)), key=widths.__getitem__)

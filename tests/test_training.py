@@ -18,11 +18,14 @@ from rdpgan.training import CGANTrainer, _PairTargets, native_bf16
 from rdpgan.transform import Span
 
 
-def test_the_batched_pair_kl_equals_each_pair_computed_on_its_own():
+@pytest.mark.parametrize("bucket_cost", [0, 10**6])  # a bucket per width; one for all
+def test_the_batched_pair_kl_equals_each_pair_computed_on_its_own(bucket_cost, monkeypatch):
     """Columns of different code counts, coarse maps that merge codes, pairs of different
-    shapes: every pair's KL(released || G's joint) as a direct per-pair computation gives."""
+    shapes (longer side first or second): every pair's KL(released || G's joint) as a direct
+    per-pair computation gives, in the pairs' order, however the pairs are batched."""
+    monkeypatch.setattr(training, "PAIR_BUCKET_COST", bucket_cost)
     rng = np.random.default_rng(0)
-    codes = [3, 7, 2, 5]  # codes per column; the padded layout is 7 wide
+    codes = [3, 7, 2, 5]  # codes per column
     maps = [np.arange(c, dtype=np.int64) // 2 for c in codes]  # pairs of codes merged
     pairs = [(0, 1), (1, 3), (2, 0), (3, 2)]
     joint = []
@@ -33,20 +36,22 @@ def test_the_batched_pair_kl_equals_each_pair_computed_on_its_own():
     # A released table wider than its columns' maps reach (its last coarse cell is empty).
     joint[1] = np.pad(joint[1], ((0, 0), (0, 3)))
     marginals = Marginals([np.ones((2, c)) / c for c in codes], pairs, joint, maps)
-    rows, width = 50, max(codes)
-    logits = torch.randn(rows, len(codes), width, dtype=torch.float64)
-    for column, count in enumerate(codes):
-        logits[:, column, count:] = float("-inf")
-    probs = torch.softmax(logits, dim=-1).float().requires_grad_(True)
+    rows = 50
+    # Each column's code distribution, columns side by side (Generator.code_probs' layout).
+    per_column = [torch.softmax(torch.randn(rows, c, dtype=torch.float64), 1) for c in codes]
+    probs = torch.cat(per_column, dim=1).float().requires_grad_(True)
     weights = torch.rand(rows)
     weights = weights / weights.sum()
 
-    got = _PairTargets(marginals, width, torch.device("cpu")).kl(probs, weights)
+    targets = _PairTargets(marginals, torch.device("cpu"))
+    assert len(targets.buckets) == (4 if bucket_cost == 0 else 1)
+    got = targets.kl(probs, weights)
 
-    p, w = probs.detach().double().numpy(), weights.double().numpy()
+    p = [q.float().double().numpy() for q in per_column]
+    w = weights.double().numpy()
     for k, ((i, j), target) in enumerate(zip(pairs, joint, strict=True)):
-        coarse_i = p[:, i, : codes[i]] @ np.eye(target.shape[0])[maps[i]]
-        coarse_j = p[:, j, : codes[j]] @ np.eye(target.shape[1])[maps[j]]
+        coarse_i = p[i] @ np.eye(target.shape[0])[maps[i]]
+        coarse_j = p[j] @ np.eye(target.shape[1])[maps[j]]
         model = (w[:, None] * coarse_i).T @ coarse_j
         nonzero = target > 0
         expected = float((target[nonzero] * np.log(target[nonzero] / model[nonzero])).sum())
@@ -55,8 +60,11 @@ def test_the_batched_pair_kl_equals_each_pair_computed_on_its_own():
     assert torch.isfinite(probs.grad).all()
 
 
-def small_trainer(bf16: bool, generator_ema: float = 0.0) -> tuple[CGANTrainer, Generator]:
-    """A real DP-SGD trainer on a toy table, with reproducible secret draws."""
+def small_trainer(
+    bf16: bool, generator_ema: float = 0.0, marginals: Marginals | None = None
+) -> tuple[CGANTrainer, Generator]:
+    """A real DP-SGD trainer on a toy table, with reproducible secret draws (and uniform
+    released marginals unless given)."""
     torch.manual_seed(0)
     spans = [Span(0, 1, "tanh"), Span(1, 4, "softmax"), Span(4, 9, "softmax")]
     generator = Generator(8, 2, [16], spans, width=9, straight_through=True)
@@ -80,8 +88,8 @@ def small_trainer(bf16: bool, generator_ema: float = 0.0) -> tuple[CGANTrainer, 
         ],
         dim=1,
     )
-    # Released marginals (uniform here), so G's step runs the marginal loss too.
-    marginals = Marginals(
+    # Released marginals, so G's step runs the marginal loss too.
+    marginals = marginals or Marginals(
         [np.full((2, 3), 1 / 3), np.full((2, 5), 1 / 5)],
         [(0, 1)],
         [np.full((3, 5), 1 / 15)],
@@ -104,6 +112,54 @@ def small_trainer(bf16: bool, generator_ema: float = 0.0) -> tuple[CGANTrainer, 
         generator_ema=generator_ema,
     )
     return trainer, generator
+
+
+def test_the_marginal_loss_is_the_mean_kl_of_each_column_per_class_plus_the_pairs():
+    """G's marginal loss, against a direct per-class, per-column computation: the mean over
+    classes and columns of KL(released || G's column given the class), plus the mean over
+    pairs of KL(released joint || G's, classes weighed by their released shares)."""
+    rng = np.random.default_rng(1)
+
+    def distributions(*shape: int) -> np.ndarray:
+        table = rng.random(shape)
+        return table / table.sum(-1, keepdims=True)
+
+    # Coarse 2 x 2, released with an empty third coarse cell for column 0.
+    pair = np.pad(distributions(1, 4).reshape(2, 2), ((0, 0), (0, 1)))
+    marginals = Marginals(
+        [distributions(2, 3), distributions(2, 5)],
+        [(1, 0)],
+        [pair / pair.sum()],
+        [np.array([0, 1, 1]), np.array([0, 0, 1, 1, 0])],  # coarse codes
+    )
+    trainer, generator = small_trainer(bf16=False, marginals=marginals)
+    torch.manual_seed(5)
+    got = trainer.marginal_loss()
+
+    torch.manual_seed(5)
+    rows = training.MARGINAL_ROWS
+    labels = torch.arange(2).repeat_interleave(rows)
+    z = torch.randn(2 * rows, 8)
+    with torch.no_grad():
+        logits = generator.head(generator.body(torch.cat([z, F.one_hot(labels, 2).float()], 1)))
+    blocks = [torch.softmax(logits[:, 1:4], 1).double(), torch.softmax(logits[:, 4:9], 1).double()]
+
+    def kl(target: np.ndarray, model: np.ndarray) -> float:
+        cells = target > 0
+        return float((target[cells] * np.log(target[cells] / model[cells])).sum())
+
+    expected = np.mean(
+        [
+            kl(marginals.by_class[column][c], block[labels == c].mean(0).numpy())
+            for c in range(2)
+            for column, block in enumerate(blocks)
+        ]
+    )
+    coarse = [b.numpy() @ np.eye(3)[m] for b, m in zip(blocks, marginals.maps, strict=True)]
+    share = 0.5 / rows  # the released label shares (0.5 each) over each class's rows
+    joint = (share * coarse[1]).T @ coarse[0]  # pair (1, 0): column 1's codes are the rows
+    expected += kl(marginals.joint[0], joint[:2, :3])
+    assert abs(got.item() - expected) < 1e-5
 
 
 def test_the_saved_generator_is_the_moving_average_of_its_iterates():
