@@ -137,6 +137,9 @@ class ModelConfig:
     # distribution (and pair) to G's. 0: no release, no loss, no raking. 3 since round 15
     # (results/tuning_adult.csv).
     marginal_weight: float = 3.0
+    # Rows per class over which the marginal loss averages G's code distributions (they are
+    # probabilities, not samples, so a few rows estimate G's marginals well).
+    marginal_rows: int = 128
     # Bins per wide numeric column in G's encoding (rdpgan.transform.DEFAULT_BINS).
     numeric_bins: int = 40
     # Sampling draws this many generated rows per row kept, and keeps those whose marginals

@@ -150,6 +150,7 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
         )
     for name, count in (
         ("model.numeric_bins", model.numeric_bins),
+        ("model.marginal_rows", model.marginal_rows),
         ("model.sample_pool", 1 if model.sample_pool is None else model.sample_pool),
     ):
         if count < 1:
@@ -447,6 +448,7 @@ class DPCGAN:
             self.model_config.auxiliary_weight,
             self.marginals,
             self.model_config.marginal_weight,
+            self.model_config.marginal_rows,
             cfg.bf16_generator_step,
             cfg.generator_ema,
         )

@@ -40,8 +40,6 @@ from rdpgan.privacy.randomness import SecretRandomness
 if TYPE_CHECKING:
     from rdpgan.checkpoint import Checkpointer
 
-# Rows per class for the marginal loss: code distributions (not samples), so few are enough.
-MARGINAL_ROWS = 128
 # Fewest fake rows per generator step: a tiny table's expected Poisson batch can round to one
 # row, and a generator gradient from one row is mostly noise (fakes cost no privacy).
 MIN_FAKE_BATCH = 64
@@ -75,6 +73,7 @@ class CGANTrainer:
         auxiliary_weight: float = 0.0,
         marginals: Marginals | None = None,
         marginal_weight: float = 0.0,
+        marginal_rows: int = 128,
         bf16_generator_step: bool = False,
         generator_ema: float = 0.0,
     ):
@@ -103,6 +102,7 @@ class CGANTrainer:
         )
         self.marginal_columns = len(marginals.by_class) if marginals else 0
         self.marginal_weight = marginal_weight if self.marginals is not None else 0.0
+        self.marginal_rows = marginal_rows
         self.pairs = _PairTargets(marginals, device) if marginals and marginals.pairs else None
         self.bf16_generator_step = bf16_generator_step and native_bf16(device)
         self.generator_average = (
@@ -210,15 +210,15 @@ class CGANTrainer:
         assert self.marginals is not None
         n_classes = self.marginals.shape[0]
         device = self.marginals.device
-        codes = torch.arange(n_classes, device=device).repeat_interleave(MARGINAL_ROWS)
+        codes = torch.arange(n_classes, device=device).repeat_interleave(self.marginal_rows)
         z = torch.randn(len(codes), self.generator.latent_dim, device=device)
         with self.generator_step_precision():  # (the KL terms below stay in float32)
             probs = self.generator.code_probs(z, F.one_hot(codes, n_classes).float())
-        model = probs.view(n_classes, MARGINAL_ROWS, -1).mean(dim=1)
+        model = probs.view(n_classes, self.marginal_rows, -1).mean(dim=1)
         # The mean over classes and columns of each column's KL.
         loss = _kl_terms(self.marginals, model).sum(-1).mean() / self.marginal_columns
         if self.pairs is not None:
-            weights = self.label_probs[codes] / self.label_probs.sum() / MARGINAL_ROWS
+            weights = self.label_probs[codes] / self.label_probs.sum() / self.marginal_rows
             loss = loss + self.pairs.kl(probs, weights).mean()
         return loss
 

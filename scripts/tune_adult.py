@@ -13,6 +13,7 @@ to ``results/tuning_adult.csv`` (a finished candidate/seed/ε is skipped), so th
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 import time
@@ -70,9 +71,11 @@ DEFAULT_R12 = replace(  # ... and since round 12 (d541163)
     generator_ema=0.99,
 )
 # The model settings of rounds 8-13, pinned like the others: marginal loss weight 1 (3 since
-# round 15), raking with a pool of 4 always (only where the marginals are precise since round
-# 15), sampling in float32 (bfloat16 since round 14).
-MODEL_R13 = ModelConfig(marginal_weight=1.0, sample_pool=4, bf16_sampling=False)
+# round 15) over 128 rows per class, raking with a pool of 4 always (only where the marginals
+# are precise since round 15), sampling in float32 (bfloat16 since round 14).
+MODEL_R13 = ModelConfig(marginal_weight=1.0, marginal_rows=128, sample_pool=4, bf16_sampling=False)
+# The package's model defaults since round 15 (4c4de2d).
+MODEL_R15 = replace(MODEL_R13, marginal_weight=3.0, sample_pool=None, bf16_sampling=True)
 # ModelConfig's settings that only change how a fitted model samples.
 SAMPLING_SETTINGS = {"sample_pool": 1, "bf16_sampling": False}
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
@@ -339,11 +342,19 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         )
         for pool in (4, 1)
     },
+    # Round 17 (issue 13): cheaper training at the defaults of round 15: the marginal loss
+    # over half the rows per class, and fewer steps.
+    "r17_default": (MODEL_R15, DEFAULT_R12, PrivacyConfig()),
+    "r17_rows64": (replace(MODEL_R15, marginal_rows=64), DEFAULT_R12, PrivacyConfig()),
+    **{
+        f"r17_steps{steps}": (MODEL_R15, replace(DEFAULT_R12, max_steps=steps), PrivacyConfig())
+        for steps in (700, 600)
+    },
 }
 
 
 def round_of(name: str) -> int:
-    if name.startswith(("r8_", "r9_", "r10_", "r11_", "r12_", "r13_", "r14_", "r15_", "r16_")):
+    if re.match(r"r\d+_", name) and int(name[1 : name.index("_")]) >= 8:
         return int(name[1 : name.index("_")])
     if "_m" in name and "_f" in name:
         return 7

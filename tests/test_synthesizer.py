@@ -155,6 +155,7 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"train": TrainConfig(generator_lr=0.0)}, "generator_lr"),
         ({"privacy": PrivacyConfig(marginals_fraction=1.0)}, "marginals_fraction"),
         ({"model": ModelConfig(numeric_bins=0)}, "numeric_bins"),
+        ({"model": ModelConfig(marginal_rows=0)}, "marginal_rows"),
         (
             {"privacy": PrivacyConfig(marginals_fraction=0.6, selection_fraction=0.4)},
             "below 1",

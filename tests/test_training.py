@@ -137,7 +137,7 @@ def test_the_marginal_loss_is_the_mean_kl_of_each_column_per_class_plus_the_pair
     got = trainer.marginal_loss()
 
     torch.manual_seed(5)
-    rows = training.MARGINAL_ROWS
+    rows = trainer.marginal_rows
     labels = torch.arange(2).repeat_interleave(rows)
     z = torch.randn(2 * rows, 8)
     with torch.no_grad():
