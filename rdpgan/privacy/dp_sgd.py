@@ -29,7 +29,6 @@ from opacus.optimizers import (
     DPOptimizerFastGradientClipping,
 )
 from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
-from opacus.utils.fast_gradient_clipping_utils import DPTensorFastGradientClipping
 from torch import nn
 
 from rdpgan import distributed
@@ -134,9 +133,7 @@ class DPSGD:
         with warnings.catch_warnings():
             # D's inputs never need gradients here; PyTorch warns about that on every step.
             warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
-            DPTensorFastGradientClipping(
-                self.module, self.optimizer, per_sample_loss, loss_reduction="sum"
-            ).backward()
+            _ghost_clipped_backward(self.module, self.optimizer, per_sample_loss)
         self.optimizer.step()
 
     @contextmanager
@@ -152,6 +149,43 @@ class DPSGD:
                 yield self.module
         finally:
             self.module.enable_hooks()
+
+
+def _ghost_clipped_backward(
+    module: GradSampleModuleFastGradientClipping,
+    optimizer: DPOptimizerFastGradientClipping,
+    per_sample_loss: torch.Tensor,
+) -> None:
+    """Leave in each parameter's ``grad`` the sum over samples of their clipped gradients.
+
+    Opacus's two passes of ghost clipping (``DPTensorFastGradientClipping.backward``): the
+    first only to let its hooks take each sample's gradient norm from every layer's inputs
+    and output gradients, the second, hooks off, on the loss scaled by each sample's clipping
+    factor. Opacus runs the first as a full ``backward()`` and throws away the parameter
+    gradients it accumulates, a third of a step's matrix products on our MLP critic; here it
+    asks for the gradients of the cheapest parameter of each layer (its bias), which need
+    every layer's output gradient, so that every hook fires, and no weight gradient. A layer
+    whose hook did not fire would leave its norm from the previous step: every norm is
+    cleared first, and a missing one stops the step.
+    """
+    trainable = [p for p in module.parameters() if p.requires_grad]
+    for p in trainable:
+        p._norm_sample = None
+    layers = [m for m in module.modules() if any(p.requires_grad for p in m.parameters(False))]
+    cheapest = [
+        min((p for p in layer.parameters(False) if p.requires_grad), key=torch.Tensor.numel)
+        for layer in layers
+    ]
+    torch.autograd.grad(per_sample_loss.sum(), cheapest, retain_graph=True, allow_unused=True)
+    if any(p._norm_sample is None for p in trainable):
+        raise RuntimeError("a layer's per-sample gradient norm was not computed; step refused")
+    optimizer.zero_grad(set_to_none=True)  # as Opacus does between its passes
+    scale = module.get_clipping_coef()
+    module.disable_hooks()
+    try:
+        (scale * per_sample_loss).sum().backward()
+    finally:
+        module.enable_hooks()
 
 
 class PlainSGD:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from torch.nn import functional as F
 
@@ -99,6 +100,68 @@ def test_pair_gradient_is_clipped_as_one_unit_and_fake_half_is_kept():
     torch.testing.assert_close(applied, expected, rtol=1e-4, atol=1e-6)
     assert (applied - without_fake).norm() > 1e-3 * expected.norm()
     assert ledger.charges == 1  # one step for the real and fake loss together
+
+
+def ac_pair_losses(module, x, y) -> torch.Tensor:
+    """The trainer's per-pair loss for the AC-GAN critic: realness of both rows, plus the
+    label loss of the real one."""
+    logits, class_logits = module(x, y)
+    targets = torch.zeros_like(logits)
+    targets[:, 0] = 1.0
+    realness = F.binary_cross_entropy_with_logits(logits, targets, reduction="none").sum(dim=1)
+    labels = F.cross_entropy(class_logits[:, 0], y[:, 0].argmax(-1), reduction="none")
+    return realness + labels
+
+
+@pytest.mark.parametrize("clip", [0.05, 1.0])  # every pair clipped; some pairs not
+def test_every_layer_of_the_ac_critic_is_clipped_per_pair(clip):
+    """The critic the trainer uses (two hidden layers, the label's projection and the class
+    head): the update is the sum over pairs of each pair's clipped gradient of its whole loss,
+    over every parameter, however the norms are computed."""
+
+    def fresh() -> Discriminator:
+        return Discriminator(WIDTH, CLASSES, hidden=[8, 8], auxiliary_classifier=True)
+
+    torch.manual_seed(0)
+    discriminator = fresh()
+    critic = DPSGD(
+        discriminator,
+        torch.optim.SGD(discriminator.parameters(), lr=1.0),
+        ledger=CountingLedger(),
+        release=Release("dp_sgd", "gaussian", 0.0, 0.1),
+        max_grad_norm=clip,
+        expected_batch_size=4,
+        secret=SecretRandomness(0),
+    )
+    clipped = 0
+    for seed in (1, 2):  # twice: no norm of one step is reused by the next
+        x, y = pair_batch(seed, size=6)
+        start = fresh()  # a copy without Opacus's hooks
+        start.load_state_dict(discriminator.state_dict())
+        critic.zero_grad()
+        critic.step(ac_pair_losses(critic.module, x, y))
+        expected = torch.zeros_like(flat_params(start))
+        for i in range(len(x)):
+            model = copy.deepcopy(start)
+            ac_pair_losses(model, x[i : i + 1], y[i : i + 1]).sum().backward()
+            grad = torch.cat([p.grad.flatten() for p in model.parameters()])
+            clipped += float(grad.norm()) > clip
+            expected += grad * min(1.0, clip / float(grad.norm()))
+        applied = flat_params(start) - flat_params(discriminator)
+        torch.testing.assert_close(applied, expected / 4, rtol=1e-4, atol=1e-6)
+    assert clipped > 0 and (clipped == 12) == (clip < 1)
+
+
+def test_a_layer_without_a_per_sample_norm_stops_the_step():
+    """A layer left out of the loss gets no per-sample norm: the step is refused rather than
+    clipped with that layer's norm from an earlier step."""
+    critic = make_critic(seed=0, sigma=0.0, clip=1.0)[0]
+    x, y = pair_batch(1)
+    d_step(critic, x, y)
+    critic.zero_grad()
+    hidden = critic.module._module.body(torch.cat([x, y], -1))  # the head is not in this loss
+    with pytest.raises(RuntimeError, match="norm was not computed"):
+        critic.step(hidden.pow(2).sum(dim=(1, 2)))
 
 
 def test_generator_pass_through_d_does_not_leak_into_the_next_step():
