@@ -93,17 +93,15 @@ class CGANTrainer:
         device = label_probs.device
         # [class, code]: every column's released distribution per class, columns side by side
         # as in :meth:`Generator.code_probs`.
-        self.marginals = (
-            torch.as_tensor(np.concatenate(marginals.by_class, axis=1), dtype=torch.float32).to(
-                device
-            )
-            if marginals
-            else None
-        )
-        self.marginal_columns = len(marginals.by_class) if marginals else 0
+        self.marginals = None
+        if marginals is not None:
+            by_class = np.concatenate(marginals.by_class, axis=1)
+            self.marginals = torch.as_tensor(by_class, dtype=torch.float32, device=device)
+        self.marginal_columns = len(marginals.by_class) if marginals is not None else 0
         self.marginal_weight = marginal_weight if self.marginals is not None else 0.0
         self.marginal_rows = marginal_rows
-        self.pairs = _PairTargets(marginals, device) if marginals and marginals.pairs else None
+        released_pairs = marginals is not None and marginals.pairs
+        self.pairs = _PairTargets(marginals, device) if released_pairs else None
         self.bf16_generator_step = bf16_generator_step and native_bf16(device)
         self.generator_average = (
             AveragedModel(generator, avg_fn=_geometric_average(generator_ema))

@@ -6,8 +6,9 @@ This is the wiring Opacus's ``PrivacyEngine.make_private`` does, done by hand fo
 rows; (2) the ledger, not a hidden accountant hook, charges each step, before its noisy update
 is used; (3) the noise comes from the run's :class:`SecretRandomness` (Opacus's own generator
 argument takes a ``torch.Generator``, whose CPU state is seeded from 64 bits at most). The
-clipping is Opacus's own (ghost clipping: per-sample gradient norms without materialising
-per-sample gradients).
+clipping is Opacus's own (ghost clipping: per-sample gradient norms from its hooks, without
+materialising per-sample gradients); only its two backward passes are driven here, so that the
+first computes no weight gradient it would throw away (:func:`_ghost_clipped_backward`).
 
 A "sample" is whatever the module's first dimension indexes. The GAN trainer passes [B, 2, F]
 tensors, one (real row, fake row) pair per sample, so each pair's joint gradient is clipped as
@@ -162,11 +163,11 @@ def _ghost_clipped_backward(
     first only to let its hooks take each sample's gradient norm from every layer's inputs
     and output gradients, the second, hooks off, on the loss scaled by each sample's clipping
     factor. Opacus runs the first as a full ``backward()`` and throws away the parameter
-    gradients it accumulates, a third of a step's matrix products on our MLP critic; here it
-    asks for the gradients of the cheapest parameter of each layer (its bias), which need
-    every layer's output gradient, so that every hook fires, and no weight gradient. A layer
-    whose hook did not fire would leave its norm from the previous step: every norm is
-    cleared first, and a missing one stops the step.
+    gradients it accumulates, about a quarter of a step's matrix products on our MLP critic;
+    here it asks for the gradient of the cheapest parameter of each layer (its bias, where it
+    has one), which needs every layer's output gradient, so that every hook fires, and no
+    other weight gradient. A layer whose hook did not fire would leave its norm from the
+    previous step: every norm is cleared first, and a missing one stops the step.
     """
     trainable = [p for p in module.parameters() if p.requires_grad]
     for p in trainable:
