@@ -105,7 +105,7 @@ WIDE_SPANS = (
 WIDE_BLOCKS = [(s.start, s.end) for s in WIDE_SPANS if s.activation == "softmax"]
 
 
-def testwidth_buckets_cover_each_block_once_and_trade_padding_for_buckets():
+def test_width_buckets_cover_each_block_once_and_trade_padding_for_buckets():
     widths = [3, 30, 2, 8, 7]
     assert sorted(j for b in width_buckets(widths) for j in b) == list(range(len(widths)))
     assert width_buckets(widths, cost=0) == [[2], [0], [4], [3], [1]]  # no padding at all

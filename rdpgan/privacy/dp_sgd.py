@@ -169,8 +169,11 @@ def _ghost_clipped_backward(
     other weight gradient. A layer whose hook did not fire would leave its norm from the
     previous step: every norm is cleared first, and a missing one stops the step.
     """
-    trainable = [p for p in module.parameters() if p.requires_grad]
-    for p in trainable:
+    # The parameters Opacus clips over: those that needed gradients when it wrapped the module.
+    clipped = module.trainable_parameters
+    if {id(p) for p in clipped} != {id(p) for p in module.parameters() if p.requires_grad}:
+        raise RuntimeError("the trainable parameters changed since the module was made private")
+    for p in clipped:
         p._norm_sample = None
     layers = [m for m in module.modules() if any(p.requires_grad for p in m.parameters(False))]
     cheapest = [
@@ -178,10 +181,22 @@ def _ghost_clipped_backward(
         for layer in layers
     ]
     torch.autograd.grad(per_sample_loss.sum(), cheapest, retain_graph=True, allow_unused=True)
-    if any(p._norm_sample is None for p in trainable):
-        raise RuntimeError("a layer's per-sample gradient norm was not computed; step refused")
+    if any(p._norm_sample is None for p in clipped):
+        for layer in layers:  # what Opacus kept for the hook that did not fire
+            getattr(layer, "activations", []).clear()
+            for p in layer.parameters(False):
+                p._forward_counter = 0
+        raise RuntimeError(
+            "a layer's per-sample gradient norm was not computed (does an input of the private "
+            "module need a gradient?); step refused"
+        )
     optimizer.zero_grad(set_to_none=True)  # as Opacus does between its passes
     scale = module.get_clipping_coef()
+    if per_sample_loss.shape != scale.shape:  # broadcasting would mix samples' losses
+        raise ValueError(
+            f"expected one loss per sample, shape {tuple(scale.shape)}, "
+            f"got {tuple(per_sample_loss.shape)}"
+        )
     module.disable_hooks()
     try:
         (scale * per_sample_loss).sum().backward()

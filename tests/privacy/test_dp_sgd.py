@@ -152,16 +152,55 @@ def test_every_layer_of_the_ac_critic_is_clipped_per_pair(clip):
     assert clipped > 0 and (clipped == 12) == (clip < 1)
 
 
-def test_a_layer_without_a_per_sample_norm_stops_the_step():
-    """A layer left out of the loss gets no per-sample norm: the step is refused rather than
-    clipped with that layer's norm from an earlier step."""
-    critic = make_critic(seed=0, sigma=0.0, clip=1.0)[0]
+def head_left_out(critic, x, y) -> torch.Tensor:
+    """A loss the head is not in: the head's layer gets no per-sample norm."""
+    return critic.module._module.body(torch.cat([x, y], -1)).pow(2).sum(dim=(1, 2))
+
+
+def input_needs_a_gradient(critic, x, y) -> torch.Tensor:
+    """D's input needs a gradient, so the first layer's norm would come only with it."""
+    return pair_losses(critic.module, x.clone().requires_grad_(True), y)
+
+
+def one_loss_per_row(critic, x, y) -> torch.Tensor:
+    """[pairs, 1] instead of [pairs]: scaling it by the clipping factors would broadcast."""
+    return pair_losses(critic.module, x, y)[:, None]
+
+
+def unfrozen_after_wrapping(critic, x, y) -> torch.Tensor:
+    """A parameter made trainable after Opacus wrapped D (as if frozen then): it would escape
+    the clipping."""
+    clipped, bias = critic.module.trainable_parameters, critic.module._module.head.bias
+    del clipped[next(i for i, p in enumerate(clipped) if p is bias)]
+    return pair_losses(critic.module, x, y)
+
+
+@pytest.mark.parametrize(
+    ("loss", "error"),
+    [
+        (head_left_out, "norm was not computed"),
+        (input_needs_a_gradient, "norm was not computed"),
+        (one_loss_per_row, "one loss per sample"),
+        (unfrozen_after_wrapping, "trainable parameters changed"),
+    ],
+)
+def test_a_step_that_cannot_be_clipped_exactly_is_refused_and_still_charged(loss, error):
+    """A layer without a per-sample norm (left out of the loss, or its norm tied to an input
+    gradient), losses not one per sample, or a parameter Opacus does not clip: the step is
+    refused rather than clipped wrongly (e.g. with a layer's norm from an earlier step), it is
+    charged all the same, D is unchanged, and a correct step can follow."""
+    critic, discriminator, ledger, _ = make_critic(seed=0, sigma=0.0, clip=1.0)
     x, y = pair_batch(1)
     d_step(critic, x, y)
+    before = flat_params(discriminator).clone()
     critic.zero_grad()
-    hidden = critic.module._module.body(torch.cat([x, y], -1))  # the head is not in this loss
-    with pytest.raises(RuntimeError, match="norm was not computed"):
-        critic.step(hidden.pow(2).sum(dim=(1, 2)))
+    with pytest.raises((RuntimeError, ValueError), match=error):
+        critic.step(loss(critic, x, y))
+    assert ledger.charges == 2
+    assert torch.equal(flat_params(discriminator), before)
+    if loss is not unfrozen_after_wrapping:
+        d_step(critic, x, y)  # nothing of the refused step is left behind
+        assert ledger.charges == 3 and not torch.equal(flat_params(discriminator), before)
 
 
 def test_generator_pass_through_d_does_not_leak_into_the_next_step():
