@@ -169,6 +169,23 @@ def _ghost_clipped_backward(
     other weight gradient. A layer whose hook did not fire would leave its norm from the
     previous step: every norm is cleared first, and a missing one stops the step.
     """
+    try:
+        scale = _clipping_factors(module, per_sample_loss)
+    except BaseException:  # a refused step leaves nothing for the next one to trip over
+        _forget_forward(module)
+        raise
+    optimizer.zero_grad(set_to_none=True)  # as Opacus does between its passes
+    module.disable_hooks()
+    try:
+        (scale * per_sample_loss).sum().backward()
+    finally:
+        module.enable_hooks()
+
+
+def _clipping_factors(
+    module: GradSampleModuleFastGradientClipping, per_sample_loss: torch.Tensor
+) -> torch.Tensor:
+    """The first pass: each sample's clipping factor, min(1, C / its gradient norm)."""
     # The parameters Opacus clips over: those that needed gradients when it wrapped the module.
     clipped = module.trainable_parameters
     if {id(p) for p in clipped} != {id(p) for p in module.parameters() if p.requires_grad}:
@@ -182,26 +199,29 @@ def _ghost_clipped_backward(
     ]
     torch.autograd.grad(per_sample_loss.sum(), cheapest, retain_graph=True, allow_unused=True)
     if any(p._norm_sample is None for p in clipped):
-        for layer in layers:  # what Opacus kept for the hook that did not fire
-            getattr(layer, "activations", []).clear()
-            for p in layer.parameters(False):
-                p._forward_counter = 0
         raise RuntimeError(
             "a layer's per-sample gradient norm was not computed (does an input of the private "
             "module need a gradient?); step refused"
         )
-    optimizer.zero_grad(set_to_none=True)  # as Opacus does between its passes
     scale = module.get_clipping_coef()
     if per_sample_loss.shape != scale.shape:  # broadcasting would mix samples' losses
         raise ValueError(
             f"expected one loss per sample, shape {tuple(scale.shape)}, "
             f"got {tuple(per_sample_loss.shape)}"
         )
-    module.disable_hooks()
-    try:
-        (scale * per_sample_loss).sum().backward()
-    finally:
-        module.enable_hooks()
+    return scale
+
+
+def _forget_forward(module: nn.Module) -> None:
+    """Drop what Opacus's hooks kept from a forward pass whose backward did not run: each
+    layer's inputs and its count of forward passes (which, left at 1, would make the next
+    forward fail as if the layer's parameters were shared)."""
+    for layer in module.modules():
+        if hasattr(layer, "activations"):
+            layer.activations.clear()
+        for p in layer.parameters(False):
+            if hasattr(p, "_forward_counter"):
+                p._forward_counter = 0
 
 
 class PlainSGD:
