@@ -117,8 +117,8 @@ class Raker:
         codes = np.ascontiguousarray(codes.T)  # [column, row]
         targets = []
         for column, table in enumerate(released.by_class):
-            if only is None:  # row-major (class, code), as cell_index orders them
-                np.add(labels * table.shape[1], codes[column], out=cells[column])
+            if only is None:
+                cells[column] = cell_index([labels, codes[column]], table.shape)
                 targets.append((shares[:, None] * table).ravel())
             else:
                 cells[column] = codes[column]

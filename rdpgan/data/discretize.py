@@ -162,7 +162,8 @@ def cell_index(columns: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarra
     codes each), row-major: the one place that turns several codes into one."""
     index = np.zeros(len(columns[0]), dtype=np.int64)
     for codes, size in zip(columns, sizes, strict=True):
-        index = index * size + codes
+        index *= size  # in place: this runs on every row of every raked pool
+        index += codes
     return index
 
 
