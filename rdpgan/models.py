@@ -214,32 +214,64 @@ class Generator(nn.Module):
         cumulative softmax of its logits: the distribution of ``forward(hard=True)``'s argmax of
         Gumbel-perturbed logits (temperature moves neither), with one draw per block instead of
         one per code. The head emits the padded bucket layout directly, so every block is a
-        contiguous row of a [rows, blocks, width] tensor. The matrix products run in the
-        caller's precision (e.g. under bfloat16 autocast); the draws in float32. ``rng``
-        (default: torch's global one) draws the uniforms; a generator of its own makes
-        concurrent calls safe and reproducible.
+        contiguous row of a [rows, blocks, width] tensor, and its code logits in base 2 (times
+        log2 e): exp2 is the same exponential as exp and several times cheaper on a CPU. The
+        matrix products run in the caller's precision (e.g. under bfloat16 autocast); the
+        draws in float32. ``rng`` (default: torch's global one) draws the uniforms; a generator
+        of its own makes concurrent calls safe and reproducible.
         """
-        zero_row = self.head.weight.new_zeros(1, self.head.in_features)
-        weight = torch.cat([self.head.weight, zero_row]).index_select(0, self.sampling_rows)
-        padding = self.head.bias.new_full((1,), float("-inf"))
-        bias = torch.cat([self.head.bias, padding]).index_select(0, self.sampling_rows)
+        weight, bias = self._sampling_head()
         outputs = F.linear(self.body(torch.cat([z, y], dim=1)), weight, bias)
         start = len(self.tanh_index)
         values = outputs[:, :start].float().tanh()
-        codes = []
+        if not self.buckets:  # a table without categorical codes
+            return values, outputs.new_zeros(len(outputs), 0, dtype=torch.long)
+        blocks = sum(len(bucket) for bucket in self.buckets)
+        uniforms = torch.rand(len(outputs), blocks, 1, generator=rng, device=z.device)
+        codes, block = [], 0
         for shape, widths in zip(self.bucket_shapes, self.bucket_widths, strict=True):
             end = start + math.prod(shape)
             logits = outputs[:, start:end].float().view(len(outputs), *shape)
-            start = end
-            # exp after subtracting each block's largest logit cannot overflow; padding is 0.
-            cumulative = (logits - logits.amax(-1, keepdim=True)).exp_().cumsum_(-1)
-            uniform = torch.rand(*cumulative.shape[:-1], 1, generator=rng, device=z.device)
-            chosen = torch.searchsorted(cumulative, uniform.mul_(cumulative[..., -1:]), right=True)
+            cumulative = _cumulative_exp2(logits)
+            uniform = uniforms[:, block : block + shape[0]]
+            start, block = end, block + shape[0]
+            chosen = torch.searchsorted(cumulative, uniform * cumulative[..., -1:], right=True)
             # (u · total can round up to the total: keep it on the block's last code.)
             codes.append(torch.minimum(chosen.squeeze(-1), widths.to(z.device) - 1))
-        if not codes:  # a table without categorical codes
-            return values, outputs.new_zeros(len(outputs), 0, dtype=torch.long)
         return values, torch.cat(codes, dim=1).index_select(1, self.block_order)
+
+    def _sampling_head(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The head's (weight, bias) in sampling's layout: [tanh outputs, each bucket's padded
+        cells], code rows times log2 e, padding a zero row with bias -inf (no probability)."""
+        zero_row = self.head.weight.new_zeros(1, self.head.in_features)
+        padding = self.head.bias.new_full((1,), float("-inf"))
+        weight = torch.cat([self.head.weight, zero_row]).index_select(0, self.sampling_rows)
+        bias = torch.cat([self.head.bias, padding]).index_select(0, self.sampling_rows)
+        scale = torch.full_like(bias, math.log2(math.e))
+        scale[: len(self.tanh_index)] = 1.0
+        return weight * scale[:, None], bias * scale
+
+
+# A block whose codes' total (after the shift by its bucket's largest logit) falls below this is
+# shifted by its own largest logit instead: above it, the block's largest term is a normal float
+# and the terms lost to underflow weigh under 2^-40 of it, below what float32 sums resolve.
+SMALLEST_TOTAL = 2.0**-100
+
+
+def _cumulative_exp2(logits: torch.Tensor) -> torch.Tensor:
+    """[rows, blocks, width]: each block's cumulative sums of exp2(logits), up to a factor
+    per block (any factor: only the ratios to the total matter).
+
+    Each row's logits are shifted by the largest in its bucket, one contiguous reduction, so
+    exp2 cannot overflow (a maximum per block, over short rows, costs several times more).
+    Only a bucket with a block far below that largest logit, which the shift would underflow,
+    is shifted block by block.
+    """
+    flat = logits.view(len(logits), -1)
+    cumulative = (flat - flat.amax(1, keepdim=True)).exp2_().view_as(logits).cumsum_(-1)
+    if bool((cumulative[..., -1] < SMALLEST_TOTAL).any()):
+        cumulative = (logits - logits.amax(-1, keepdim=True)).exp2_().cumsum_(-1)
+    return cumulative
 
 
 # Padded cells a bucket of blocks must save to be worth its own layout (a few more small kernels

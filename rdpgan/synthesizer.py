@@ -76,10 +76,10 @@ CHECKPOINT_TENSORS = (
     "discriminator_optimizer",
     "rng",
 )
-# Rows per generator pass when sampling: the activations (rows × 256 floats) then stay small
-# enough to be reused from cache instead of freshly mapped pages; 16k rows is ~1.7× faster per
-# row than 100k on a CPU (scripts/bench_sampling.py).
-SAMPLE_CHUNK = 16_384
+# Rows per generator pass when sampling: each pass's tensors (rows × up to 436 floats) then stay
+# near the cache; on a CPU, 4k rows generated faster than 2k, 16k or 100k (the G chunk rows of
+# scripts/bench_sampling.py).
+SAMPLE_CHUNK = 4_096
 # Output rows raked at a time: each block matches the released marginals on its own, and a
 # pool of sample_pool times as many rows is held in memory at once.
 RAKE_CHUNK = 131_072

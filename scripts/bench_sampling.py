@@ -8,8 +8,9 @@ Without ``--run-dir``, first trains a default-size model on Adult for ``--train-
 peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
 (as the model's defaults pick raking and precision, then with float32 products, then without
-raking: ``model.sample_pool=1``), then writing them to Parquet, then to CSV; and, as the
-roofline, G's matrix products alone (fp32 and bf16) on one core.
+raking: ``model.sample_pool=1``, with G's passes of the default and of other row counts), then
+writing them to Parquet (raked and not), then to CSV; and, as the roofline, G's matrix products
+alone (fp32 and bf16) on one core.
 Writes its section of ``results/speed.md`` (the part after the training benchmark's).
 """
 
@@ -31,10 +32,12 @@ import torch
 from bench_speed import COMMIT, machine, write_speed_md
 from torch.nn import Linear
 
+from rdpgan import synthesizer
 from rdpgan.sample import iter_samples, load_model, sampling_workers, write_samples
 
 BAR_ROWS_PER_SECOND = 500_000  # issue 13
-ROOFLINE_ROWS = 16_384  # one generator chunk (rdpgan.synthesizer.SAMPLE_CHUNK)
+ROOFLINE_ROWS = synthesizer.SAMPLE_CHUNK  # one generator pass
+OTHER_PASS_ROWS = (2_048, 16_384)  # G passes timed beside the default
 
 
 def matmul_roofline(
@@ -108,40 +111,49 @@ def main() -> None:
             for _ in iter_samples(model, n, seed=0, chunk_size=chunk, workers=workers):
                 pass
 
-        def generate_with(**settings: Any) -> Callable[[], None]:
-            """:func:`generate` with some of the model's sampling settings changed."""
-
-            def task() -> None:
-                shipped = model.model_config
-                model.model_config = replace(shipped, **settings)
-                try:
-                    generate()
-                finally:
-                    model.model_config = shipped
-
-            return task
-
         def write(name: str) -> Callable[[], object]:
             return lambda: write_samples(
                 model, work / name, n, seed=0, chunk_size=chunk, workers=workers
             )
 
-        results = []
-        for stage, task, out in [
+        def changed(task: Callable[[], object], pass_rows: int | None = None, **settings: Any):
+            """``task`` with some of the model's sampling settings (and G's pass) changed."""
+
+            def changed_task() -> None:
+                shipped, shipped_rows = model.model_config, synthesizer.SAMPLE_CHUNK
+                model.model_config = replace(shipped, **settings)
+                synthesizer.SAMPLE_CHUNK = pass_rows or shipped_rows
+                try:
+                    task()
+                finally:
+                    model.model_config, synthesizer.SAMPLE_CHUNK = shipped, shipped_rows
+
+            return changed_task
+
+        unraked = "no raking (`model.sample_pool=1`)"
+        stages: list[tuple[str, Callable[[], object], str | None]] = [
             ("generate + decode only", generate, None),
             (
                 "generate + decode, float32 products (`model.bf16_sampling=false`)",
-                generate_with(bf16_sampling=False),
+                changed(generate, bf16_sampling=False),
                 None,
             ),
-            (
-                "generate + decode, no raking (`model.sample_pool=1`)",
-                generate_with(sample_pool=1),
-                None,
+            (f"generate + decode, {unraked}", changed(generate, sample_pool=1), None),
+            *(
+                (
+                    f"generate + decode, no raking, G passes of {rows:,} rows "
+                    f"(default {synthesizer.SAMPLE_CHUNK:,})",
+                    changed(generate, rows, sample_pool=1),
+                    None,
+                )
+                for rows in OTHER_PASS_ROWS
             ),
             ("Parquet", write("s.parquet"), "s.parquet"),
+            (f"Parquet, {unraked}", changed(write("u.parquet"), sample_pool=1), "u.parquet"),
             ("CSV", write("s.csv"), "s.csv"),
-        ]:
+        ]
+        results = []
+        for stage, task, out in stages:
             seconds = timed(task)
             size = f"{(work / out).stat().st_size / 2**20:.0f}" if out else "—"
             results.append((stage, seconds, n / seconds, peak_rss_mb(), size))
@@ -150,7 +162,8 @@ def main() -> None:
     source = f"from {args.run_dir}" if args.run_dir else f"trained {args.train_steps} DP steps"
     verdicts = ", ".join(
         f"{stage} {'met' if rate >= BAR_ROWS_PER_SECOND else 'not met'}"
-        for stage, _, rate, _, _ in results[3:]
+        for stage, _, rate, _, size in results
+        if size != "—"  # the stages that write a file
     )
     (gflops, core_rows), (bf16_gflops, bf16_rows) = (
         matmul_roofline(model.generator, dtype) for dtype in (torch.float32, torch.bfloat16)

@@ -91,6 +91,24 @@ def test_sampling_path_draws_categories_with_the_softmax_probabilities():
     torch.testing.assert_close(frequencies, torch.tensor([0.2, 0.3, 0.5]), atol=0.015, rtol=0)
 
 
+@pytest.mark.parametrize("offset", [-1000.0, 1000.0])
+def test_sampling_draws_a_block_far_from_its_buckets_largest_logit(offset):
+    """Two blocks in one bucket, one of them ``offset`` (natural units) from the other: shifted
+    by the bucket's largest logit, the far lower block would underflow to all zeros (and always
+    draw its last code); it must keep its own softmax, and no logit may overflow."""
+    torch.manual_seed(0)
+    spans = (Span(0, 3, "softmax"), Span(3, 6, "softmax"))
+    generator = Generator(4, 1, [8], spans, width=6).eval()
+    assert len(generator.buckets) == 1
+    generator.head.weight.data.zero_()
+    probs = torch.tensor([0.2, 0.3, 0.5])
+    generator.head.bias.data = torch.cat([torch.zeros(3), probs.log() + offset])
+    _, codes = generator.sample_parts(torch.randn(20_000, 4), torch.ones(20_000, 1))
+    for column, expected in enumerate([torch.full((3,), 1 / 3), probs]):
+        frequencies = torch.bincount(codes[:, column], minlength=3).float() / 20_000
+        torch.testing.assert_close(frequencies, expected, atol=0.015, rtol=0)
+
+
 # Blocks 2 to 30 codes wide (and a tanh column between), so G groups them in several buckets,
 # some padded and some not.
 WIDE_SPANS = (
