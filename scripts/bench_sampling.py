@@ -9,8 +9,8 @@ peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
 (as the model's defaults pick raking and precision, then with float32 products, then without
 raking: ``model.sample_pool=1``, with G's passes of the default and of other row counts), then
-writing them to Parquet (raked and not), then to CSV; and, as the roofline, G's matrix products
-alone (fp32 and bf16) on one core.
+writing them to Parquet (raked and not), then to CSV, in ``--rounds`` rounds (medians
+reported); and, as the roofline, G's matrix products alone (fp32 and bf16) on one core.
 Writes its section of ``results/speed.md`` (the part after the training benchmark's).
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,7 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=100_000)
     parser.add_argument("--run-dir", type=Path, help="a finished run (default: train one)")
     parser.add_argument("--train-steps", type=int, default=800)
+    parser.add_argument("--rounds", type=int, default=3, help="timings per stage (median)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench_sampling_") as scratch:
@@ -152,11 +154,20 @@ def main() -> None:
             (f"Parquet, {unraked}", changed(write("u.parquet"), sample_pool=1), "u.parquet"),
             ("CSV", write("s.csv"), "s.csv"),
         ]
+        # Rounds of every stage in turn, so that a slow spell of this shared machine falls on
+        # all stages alike; each stage's figure is its median round.
+        seconds: list[list[float]] = [[] for _ in stages]
+        peaks = []
+        for _ in range(args.rounds):
+            for times, (_, task, _) in zip(seconds, stages, strict=True):
+                times.append(timed(task))
+                if len(peaks) < len(stages):
+                    peaks.append(peak_rss_mb())
         results = []
-        for stage, task, out in stages:
-            seconds = timed(task)
+        for times, peak, (stage, _, out) in zip(seconds, peaks, stages, strict=True):
             size = f"{(work / out).stat().st_size / 2**20:.0f}" if out else "—"
-            results.append((stage, seconds, n / seconds, peak_rss_mb(), size))
+            median = statistics.median(times)
+            results.append((stage, median, n / median, peak, size))
 
     command = " ".join(["python scripts/bench_sampling.py", *sys.argv[1:]])
     source = f"from {args.run_dir}" if args.run_dir else f"trained {args.train_steps} DP steps"
@@ -178,8 +189,10 @@ def main() -> None:
         "",
         f"Adult model with the default sizes ({source}); {n:,} rows in chunks of {chunk:,}, "
         f"{workers} worker thread(s) as the CLI picks, "
-        "written to a file in a temporary directory. Peak RSS is this process's high-water mark "
-        f"after each stage (stages run in order; {loaded_mb:.0f} MB after loading the model).",
+        "written to a file in a temporary directory. Seconds are the median of "
+        f"{args.rounds} rounds, each running every stage in turn. Peak RSS is this process's "
+        "high-water mark after each stage's first run (stages run in order; "
+        f"{loaded_mb:.0f} MB after loading the model).",
         "",
         "| stage | seconds | rows/s | peak RSS (MB) | file (MB) |",
         "| --- | ---: | ---: | ---: | ---: |",
