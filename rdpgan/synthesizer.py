@@ -76,9 +76,9 @@ CHECKPOINT_TENSORS = (
     "discriminator_optimizer",
     "rng",
 )
-# Rows per generator pass when sampling: each pass's tensors (rows × up to 436 floats) then stay
-# near the cache; on a CPU, 4k rows generated faster than 2k, 16k or 100k (the G chunk rows of
-# scripts/bench_sampling.py).
+# Rows per generator pass when sampling: each pass's tensors (rows × ~436 floats) then stay near
+# the cache. On 2 CPU workers, passes of 2k, 4k and 16k rows ran alike (scripts/bench_sampling.py;
+# 100k was ~1.7× slower per row); 4k keeps a pass's memory small at no cost in speed.
 SAMPLE_CHUNK = 4_096
 # Output rows raked at a time: each block matches the released marginals on its own, and a
 # pool of sample_pool times as many rows is held in memory at once.
