@@ -253,8 +253,9 @@ class Generator(nn.Module):
 
 
 # A block whose codes' total (after the shift by its bucket's largest logit) falls below this is
-# shifted by its own largest logit instead: above it, the block's largest term is a normal float
-# and the terms lost to underflow weigh under 2^-40 of it, below what float32 sums resolve.
+# shifted by its own largest logit instead. Above it, what underflow takes from a block of w codes
+# (each term below 2^-126 is off by at most 2^-150) is under w · 2^-50 of its total: far below the
+# 2^-24 that float32 sums resolve, as with a shift per block.
 SMALLEST_TOTAL = 2.0**-100
 
 
