@@ -258,6 +258,10 @@ class SampleCliConfig:
     label: Any = None  # a class of the target: only rows of that class
     seed: int | None = None  # default: the model's training seed
     chunk_size: int = 100_000  # rows generated and written at a time (bounds memory)
+    # The model's sampling settings for this file (null: as the run chose them): generated rows
+    # per row kept when raking (1: no raking, faster), and bfloat16 matrix products.
+    sample_pool: int | None = None
+    bf16_sampling: bool | None = None
 
 
 @dataclass

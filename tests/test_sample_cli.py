@@ -10,6 +10,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -242,3 +243,19 @@ def test_the_file_does_not_depend_on_the_number_of_workers(tmp_path, trained_run
             model, tmp_path / f"w{workers}.csv", n=700, seed=3, chunk_size=100, workers=workers
         )
     assert (tmp_path / "w1.csv").read_bytes() == (tmp_path / "w3.csv").read_bytes()
+
+
+def test_sampling_settings_on_the_command_line_apply_to_this_file_only(tmp_path, trained_run):
+    """``sample_pool=1 bf16_sampling=false`` gives the file the model writes with those settings
+    (not raked: not the run's file), and leaves the saved run as it was."""
+    common = [f"run_dir={trained_run}", "n=600", "chunk_size=250", "seed=7"]
+    saved = (trained_run / "model.json").read_bytes()
+    for out, extra in [("chosen.csv", ["sample_pool=1", "bf16_sampling=false"]), ("run.csv", [])]:
+        result = sample_cli(tmp_path, *common, f"out={out}", *extra)
+        assert result.returncode == 0, result.stderr
+    model = load_model(trained_run)
+    model.model_config = replace(model.model_config, sample_pool=1, bf16_sampling=False)
+    write_samples(model, tmp_path / "api.csv", n=600, seed=7, chunk_size=250)
+    assert (tmp_path / "chosen.csv").read_bytes() == (tmp_path / "api.csv").read_bytes()
+    assert (tmp_path / "chosen.csv").read_bytes() != (tmp_path / "run.csv").read_bytes()
+    assert (trained_run / "model.json").read_bytes() == saved
