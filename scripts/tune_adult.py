@@ -350,6 +350,9 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         f"r17_steps{steps}": (MODEL_R15, replace(DEFAULT_R12, max_steps=steps), PrivacyConfig())
         for steps in (700, 600)
     },
+    # Round 18 (issue 13): the defaults again, after sampling moved to exp2 draws and 4k-row G
+    # passes (the same distribution up to float rounding): a check against r17_default.
+    "r18_default": (MODEL_R15, DEFAULT_R12, PrivacyConfig()),
 }
 
 
