@@ -44,7 +44,7 @@ from rdpgan.config import SampleCliConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write
-from rdpgan.synthesizer import DPCGAN
+from rdpgan.synthesizer import DPCGAN, check_sample_pool
 
 register_configs()
 
@@ -208,8 +208,7 @@ def run(cfg: SampleCliConfig) -> None:
         raise UserInputError(f"chunk_size must be a positive integer, got {cfg.chunk_size}")
     if cfg.seed is not None and cfg.seed < 0:
         raise UserInputError(f"seed must be a non-negative integer, got {cfg.seed}")
-    if cfg.sample_pool is not None and cfg.sample_pool < 1:
-        raise UserInputError(f"sample_pool must be at least 1, got {cfg.sample_pool}")
+    check_sample_pool("sample_pool", cfg.sample_pool)
     out = Path(cfg.out)
     output_writer(out)
     model = load_model(Path(cfg.run_dir))

@@ -77,12 +77,14 @@ CHECKPOINT_TENSORS = (
     "rng",
 )
 # Rows per generator pass when sampling: each pass's tensors (rows × ~436 floats) then stay near
-# the cache. On 2 CPU workers, passes of 2k, 4k and 16k rows ran alike (scripts/bench_sampling.py;
-# 100k was ~1.7× slower per row); 4k keeps a pass's memory small at no cost in speed.
+# the cache. On 2 CPU workers, passes of 2k, 4k and 16k rows ran alike, within 2%
+# (scripts/bench_sampling.py); 4k keeps a pass's memory small.
 SAMPLE_CHUNK = 4_096
 # Output rows raked at a time: each block matches the released marginals on its own, and a
 # pool of sample_pool times as many rows is held in memory at once.
 RAKE_CHUNK = 131_072
+# The largest sample_pool: a pool of RAKE_CHUNK × 64 rows already takes gigabytes per worker.
+MAX_SAMPLE_POOL = 64
 # With model.sample_pool null, sampling rakes a pool of RAKING_POOL generated rows per row kept
 # where the noise std on one released count of the marginals (the most over their releases) is
 # at most RAKING_NOISE_LIMIT of the released row count, and keeps every generated row where it
@@ -108,6 +110,13 @@ def resolve_device(device: str) -> torch.device:
 
 
 SchemaLike = Schema | SchemaRelease | Sequence[ColumnSpec | dict]
+
+
+def check_sample_pool(name: str, pool: int | None) -> None:
+    """A pool of 1 to MAX_SAMPLE_POOL generated rows per kept row (or null): checked before
+    training and sampling, since a larger one fails only once sampling allocates it."""
+    if pool is not None and not 1 <= pool <= MAX_SAMPLE_POOL:
+        raise UserInputError(f"{name} must be between 1 and {MAX_SAMPLE_POOL}, got {pool}")
 
 
 def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainConfig) -> None:
@@ -151,10 +160,10 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
     for name, count in (
         ("model.numeric_bins", model.numeric_bins),
         ("model.marginal_rows", model.marginal_rows),
-        ("model.sample_pool", 1 if model.sample_pool is None else model.sample_pool),
     ):
         if count < 1:
             raise UserInputError(f"{name} must be at least 1, got {count}")
+    check_sample_pool("model.sample_pool", model.sample_pool)
     if privacy.noise_seed is not None and privacy.noise_seed < 0:
         raise UserInputError(f"privacy.noise_seed must be >= 0, got {privacy.noise_seed}")
     ema = train.generator_ema

@@ -91,11 +91,12 @@ def test_sampling_path_draws_categories_with_the_softmax_probabilities():
     torch.testing.assert_close(frequencies, torch.tensor([0.2, 0.3, 0.5]), atol=0.015, rtol=0)
 
 
-@pytest.mark.parametrize("offset", [-1000.0, 1000.0])
+@pytest.mark.parametrize("offset", [-1000.0, -103.0, 103.0, 1000.0])
 def test_sampling_draws_a_block_far_from_its_buckets_largest_logit(offset):
     """Two blocks in one bucket, one of them ``offset`` (natural units) from the other: shifted
-    by the bucket's largest logit, the far lower block would underflow to all zeros (and always
-    draw its last code); it must keep its own softmax, and no logit may overflow."""
+    by the bucket's largest logit, the far lower block would underflow to zeros (1000 nats:
+    always its last code) or to a few subnormals (103 nats: a coarse softmax); it must keep its
+    own softmax, and no logit may overflow."""
     torch.manual_seed(0)
     spans = (Span(0, 3, "softmax"), Span(3, 6, "softmax"))
     generator = Generator(4, 1, [8], spans, width=6).eval()
@@ -149,6 +150,27 @@ def test_sampling_draws_every_blocks_codes_with_its_own_softmax():
         assert len(counts) == end - start  # no code past the block's own
         expected = torch.softmax(logits[start:end], dim=0)
         torch.testing.assert_close(counts / n, expected, atol=0.01, rtol=0)
+
+
+def test_sampling_draws_each_blocks_code_independently():
+    """For one (z, y), every pair of blocks (in one bucket or in two) is drawn independently:
+    their joint frequencies are the product of their own (blocks sharing a uniform draw would
+    keep each block's frequencies but tie their codes together)."""
+    torch.manual_seed(0)
+    generator = Generator(8, 2, [16], WIDE_SPANS, width=51).eval()
+    generator.head.weight.data *= 4
+    n = 40_000
+    z = torch.randn(1, 8).expand(n, 8)
+    y = torch.tensor([[0.0, 1.0]]).expand(n, 2)
+    _, codes = generator.sample_parts(z, y, torch.Generator().manual_seed(2))
+    widths = [end - start for start, end in WIDE_BLOCKS]
+    shares = [torch.bincount(codes[:, j], minlength=w) / n for j, w in enumerate(widths)]
+    for i in range(len(widths)):
+        for j in range(i + 1, len(widths)):
+            cells = codes[:, i] * widths[j] + codes[:, j]
+            joint = torch.bincount(cells, minlength=widths[i] * widths[j]) / n
+            product = torch.outer(shares[i], shares[j]).flatten()
+            torch.testing.assert_close(joint, product, atol=0.01, rtol=0)
 
 
 @pytest.mark.parametrize("hard", [False, True])

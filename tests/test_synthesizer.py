@@ -161,6 +161,7 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
             "below 1",
         ),
         ({"model": ModelConfig(sample_pool=0)}, "sample_pool"),
+        ({"model": ModelConfig(sample_pool=65)}, "model.sample_pool must be between 1 and 64"),
         ({"privacy": PrivacyConfig(accountant="magic")}, "unknown accountant"),
         ({"privacy": PrivacyConfig(noise_multiplier=0.0)}, "noise_multiplier"),
         ({"train": TrainConfig(batch_size=0)}, "batch_size"),
