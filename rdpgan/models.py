@@ -256,7 +256,8 @@ class Generator(nn.Module):
 # shifted by its own largest logit instead. Above it, what underflow takes from a block of w codes
 # (each term below 2^-126 is off by at most 2^-150) is under w · 2^-50 of its total. (Rounding
 # logit - shift at the bucket's scale moves a block's cumulative probabilities by up to ~2e-6
-# instead of ~1e-7 with its own shift: far below the bfloat16 rounding of the logits, ~2e-2.)
+# instead of ~1e-7 with its own shift: far below sampling noise, and below the bfloat16
+# rounding of the logits, ~2e-2, where the products run in bfloat16.)
 SMALLEST_TOTAL = 2.0**-100
 
 
@@ -264,8 +265,8 @@ def _cumulative_exp2(logits: torch.Tensor) -> torch.Tensor:
     """[rows, blocks, width]: each block's cumulative sums of exp2(logits), up to a factor
     per block (any factor: only the ratios to the total matter).
 
-    Each row's logits are shifted by the largest in its bucket, one contiguous reduction, so
-    exp2 cannot overflow (a maximum per block, over short rows, cost up to 3× more on Adult).
+    Each row's logits are shifted by the largest in its bucket, so that exp2 cannot overflow:
+    one contiguous reduction per row rather than one per block over short rows.
     Only a bucket with a block far below that largest logit, which the shift would underflow,
     is shifted block by block.
     """

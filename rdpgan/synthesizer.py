@@ -80,11 +80,10 @@ CHECKPOINT_TENSORS = (
 # the cache. On 2 CPU workers, passes of 2k, 4k and 16k rows ran alike, within 2%
 # (scripts/bench_sampling.py); 4k keeps a pass's memory small.
 SAMPLE_CHUNK = 4_096
-# Output rows raked at a time: each block matches the released marginals on its own, and a
-# pool of sample_pool times as many rows is held in memory at once.
-RAKE_CHUNK = 131_072
-# The largest sample_pool: a pool of RAKE_CHUNK × 64 rows already takes gigabytes per worker.
-MAX_SAMPLE_POOL = 64
+# Generated rows held at once when raking: output rows are raked in blocks of RAKING_ROWS //
+# sample_pool (131,072 at a pool of 4), each matched to the released marginals on its own, so
+# memory does not grow with the pool (nor with n).
+RAKING_ROWS = 524_288
 # With model.sample_pool null, sampling rakes a pool of RAKING_POOL generated rows per row kept
 # where the noise std on one released count of the marginals (the most over their releases) is
 # at most RAKING_NOISE_LIMIT of the released row count, and keeps every generated row where it
@@ -113,10 +112,15 @@ SchemaLike = Schema | SchemaRelease | Sequence[ColumnSpec | dict]
 
 
 def check_sample_pool(name: str, pool: int | None) -> None:
-    """A pool of 1 to MAX_SAMPLE_POOL generated rows per kept row (or null): checked before
-    training and sampling, since a larger one fails only once sampling allocates it."""
-    if pool is not None and not 1 <= pool <= MAX_SAMPLE_POOL:
-        raise UserInputError(f"{name} must be between 1 and {MAX_SAMPLE_POOL}, got {pool}")
+    """Null, or a whole number of generated rows per kept row from 1 to RAKING_ROWS (a larger
+    pool leaves no row to keep): checked before training and sampling, since anything else
+    fails only once sampling allocates the pool, after the privacy is spent."""
+    if pool is None:
+        return
+    if isinstance(pool, bool) or not isinstance(pool, int):
+        raise UserInputError(f"{name} must be a whole number, got {pool}")
+    if not 1 <= pool <= RAKING_ROWS:
+        raise UserInputError(f"{name} must be between 1 and {RAKING_ROWS}, got {pool}")
 
 
 def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainConfig) -> None:
@@ -604,9 +608,10 @@ class DPCGAN:
             assert self.marginals is not None
             raker = postprocess.Raker(self.marginals, self.label_probs, only)
         parts = []
-        # In blocks of output rows, so that memory does not grow with n times the pool.
-        for start in range(0, n, RAKE_CHUNK):
-            size = min(RAKE_CHUNK, n - start)
+        # In blocks of output rows, so that memory does not grow with n or the pool.
+        block = RAKING_ROWS // pool
+        for start in range(0, n, block):
+            size = min(block, n - start)
             # ``pool`` generated rows per row kept; raking picks the rows to keep.
             candidates = torch.multinomial(probs, size * pool, True, generator=rng)
             values, blocks = self._generate(candidates, rng)

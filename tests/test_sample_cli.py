@@ -259,3 +259,15 @@ def test_sampling_settings_on_the_command_line_apply_to_this_file_only(tmp_path,
     assert (tmp_path / "chosen.csv").read_bytes() == (tmp_path / "api.csv").read_bytes()
     assert (tmp_path / "chosen.csv").read_bytes() != (tmp_path / "run.csv").read_bytes()
     assert (trained_run / "model.json").read_bytes() == saved
+
+
+def test_a_saved_run_with_a_large_pool_still_loads_and_samples(tmp_path, trained_run):
+    """Runs saved by earlier versions may name any pool: loading must not refuse them."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    meta = json.loads((run / "model.json").read_text())
+    meta["model"]["sample_pool"] = 100
+    (run / "model.json").write_text(json.dumps(meta))
+    result = sample_cli(tmp_path, f"run_dir={run}", "out=s.csv", "n=300")
+    assert result.returncode == 0, result.stderr
+    assert len(pd.read_csv(tmp_path / "s.csv")) == 300

@@ -161,7 +161,9 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
             "below 1",
         ),
         ({"model": ModelConfig(sample_pool=0)}, "sample_pool"),
-        ({"model": ModelConfig(sample_pool=65)}, "model.sample_pool must be between 1 and 64"),
+        ({"model": ModelConfig(sample_pool=524_289)}, "sample_pool must be between 1 and 524288"),
+        ({"model": ModelConfig(sample_pool=1.5)}, "sample_pool must be a whole number"),
+        ({"model": ModelConfig(sample_pool=True)}, "sample_pool must be a whole number"),
         ({"privacy": PrivacyConfig(accountant="magic")}, "unknown accountant"),
         ({"privacy": PrivacyConfig(noise_multiplier=0.0)}, "noise_multiplier"),
         ({"train": TrainConfig(batch_size=0)}, "batch_size"),
@@ -198,7 +200,7 @@ def test_a_release_is_on_disk_before_anything_after_its_noise_can_fail(tmp_path,
 def test_sampling_in_blocks_keeps_the_count_the_class_shares_and_the_seed(monkeypatch):
     """Raking works on blocks of output rows: every block must count, classes keep their
     released shares, the same seed gives the same table, and a fixed label holds throughout."""
-    monkeypatch.setattr(synthesizer, "RAKE_CHUNK", 400)
+    monkeypatch.setattr(synthesizer, "RAKING_ROWS", 1600)  # blocks of 400 rows at a pool of 4
     privacy = PrivacyConfig(noise_seed=1)
     settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=4)}  # (toy: too noisy)
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=privacy, **settings)
@@ -209,6 +211,25 @@ def test_sampling_in_blocks_keeps_the_count_the_class_shares_and_the_seed(monkey
     np.testing.assert_allclose(shares, model.label_probs, atol=0.01)
     pd.testing.assert_frame_equal(table, model.sample(1001, seed=5))
     assert (model.sample(901, label=1, seed=2)["y"] == 1).all()
+
+
+def test_the_rows_generated_at_once_are_bounded_whatever_the_pool(monkeypatch):
+    """A pool of 8 rakes blocks of RAKING_ROWS // 8 output rows: never more than RAKING_ROWS
+    generated rows at once, and every kept row still has its 8 candidates."""
+    monkeypatch.setattr(synthesizer, "RAKING_ROWS", 1000)
+    settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=8)}
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
+    model.fit(toy_table(), "y", SCHEMA)
+    generated: list[int] = []
+    generate = model._generate
+
+    def counted(labels, rng):
+        generated.append(len(labels))
+        return generate(labels, rng)
+
+    monkeypatch.setattr(model, "_generate", counted)
+    assert len(model.sample(1001, seed=5)) == 1001
+    assert max(generated) <= 1000 and sum(generated) == 8 * 1001
 
 
 def test_sampling_products_are_bfloat16_only_where_asked_for_and_native(monkeypatch):
