@@ -16,6 +16,7 @@ sample drawn from it are private by post-processing. ``sample(n)`` / ``save(dir)
 from __future__ import annotations
 
 import math
+import numbers
 import pickle
 import warnings
 from collections.abc import Sequence
@@ -117,8 +118,8 @@ def check_sample_pool(name: str, pool: int | None) -> None:
     fails only once sampling allocates the pool, after the privacy is spent."""
     if pool is None:
         return
-    if isinstance(pool, bool) or not isinstance(pool, int):
-        raise UserInputError(f"{name} must be a whole number, got {pool}")
+    if isinstance(pool, bool) or not isinstance(pool, numbers.Integral):
+        raise UserInputError(f"{name} must be a whole number, got {pool!r}")
     if not 1 <= pool <= RAKING_ROWS:
         raise UserInputError(f"{name} must be between 1 and {RAKING_ROWS}, got {pool}")
 

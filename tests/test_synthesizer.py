@@ -213,6 +213,11 @@ def test_sampling_in_blocks_keeps_the_count_the_class_shares_and_the_seed(monkey
     assert (model.sample(901, label=1, seed=2)["y"] == 1).all()
 
 
+def test_a_pool_up_to_the_rows_generated_at_once_is_accepted():
+    for pool in (1, np.int64(8), synthesizer.RAKING_ROWS):
+        assert DPCGAN(model=ModelConfig(sample_pool=pool)).model_config.sample_pool == pool
+
+
 def test_the_rows_generated_at_once_are_bounded_whatever_the_pool(monkeypatch):
     """A pool of 8 rakes blocks of RAKING_ROWS // 8 output rows: never more than RAKING_ROWS
     generated rows at once, and every kept row still has its 8 candidates."""
