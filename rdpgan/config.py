@@ -146,6 +146,11 @@ class ModelConfig:
     # match the released ones (rdpgan.postprocess); 1: keep every generated row. null: 4 where
     # the released marginals are precise, else 1 (rdpgan.synthesizer.RAKING_NOISE_LIMIT).
     sample_pool: int | None = None
+    # Sampling shifts each code's logit, per class, so that G's expected code distribution of
+    # every column within every class is the released one (rdpgan.postprocess): free at
+    # sampling time, and it combines with raking. Saved runs without this setting sample
+    # untilted, as they did.
+    tilt_sampling: bool = True
     # Sampling's matrix products in bfloat16 where the hardware multiplies it natively (the
     # draws stay float32): faster generation (results/speed.md), the same scores (round 14 of
     # results/tuning_adult.csv). A seed gives the same rows only on the same kind of CPU.
@@ -261,6 +266,7 @@ class SampleCliConfig:
     # The model's sampling settings for this file (null: as the run chose them): generated rows
     # per row kept when raking (1: no raking, faster), and bfloat16 matrix products.
     sample_pool: int | None = None
+    tilt_sampling: bool | None = None
     bf16_sampling: bool | None = None
 
 

@@ -206,7 +206,11 @@ class Generator(nn.Module):
 
     @torch.no_grad()
     def sample_parts(
-        self, z: torch.Tensor, y: torch.Tensor, rng: torch.Generator | None = None
+        self,
+        z: torch.Tensor,
+        y: torch.Tensor,
+        rng: torch.Generator | None = None,
+        tilt: Sequence[torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(tanh values, one code per block) for sampling, without building one-hot rows.
 
@@ -217,28 +221,57 @@ class Generator(nn.Module):
         contiguous row of a [rows, blocks, width] tensor, and its code logits in base 2 (times
         log2 e): exp2 is the same exponential as exp and several times cheaper on a CPU. The
         matrix products run in the caller's precision (e.g. under bfloat16 autocast); the
-        draws in float32. ``rng`` (default: torch's global one) draws the uniforms; a generator
-        of its own makes concurrent calls safe and reproducible.
+        draws in float32. ``tilt`` (see :meth:`code_logits`) shifts every row's code logits
+        alike, so the caller passes rows of one class. ``rng`` (default: torch's global one)
+        draws the uniforms; a generator of its own makes concurrent calls safe and reproducible.
         """
-        weight, bias = self._sampling_head()
-        outputs = F.linear(self.body(torch.cat([z, y], dim=1)), weight, bias)
-        start = len(self.tanh_index)
-        values = outputs[:, :start].float().tanh()
+        outputs = self.sampling_outputs(z, y)
+        values = outputs[:, : len(self.tanh_index)].float().tanh()
         if not self.buckets:  # a table without categorical codes
             return values, outputs.new_zeros(len(outputs), 0, dtype=torch.long)
         blocks = sum(len(bucket) for bucket in self.buckets)
         uniforms = torch.rand(len(outputs), blocks, 1, generator=rng, device=z.device)
         codes, block = [], 0
-        for shape, widths in zip(self.bucket_shapes, self.bucket_widths, strict=True):
-            end = start + math.prod(shape)
-            logits = outputs[:, start:end].float().view(len(outputs), *shape)
+        buckets = zip(self.code_logits(outputs, tilt), self.bucket_widths, strict=True)
+        for logits, widths in buckets:
             cumulative = _cumulative_exp2(logits)
-            uniform = uniforms[:, block : block + shape[0]]
-            start, block = end, block + shape[0]
+            uniform = uniforms[:, block : block + logits.shape[1]]
+            block += logits.shape[1]
             chosen = torch.searchsorted(cumulative, uniform * cumulative[..., -1:], right=True)
             # (u · total can round up to the total: keep it on the block's last code.)
             codes.append(torch.minimum(chosen.squeeze(-1), widths.to(z.device) - 1))
         return values, torch.cat(codes, dim=1).index_select(1, self.block_order)
+
+    def sampling_outputs(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The head's outputs in sampling's layout: [tanh outputs, each bucket's padded code
+        logits in bits], in the matrix products' precision."""
+        weight, bias = self._sampling_head()
+        return F.linear(self.body(torch.cat([z, y], dim=1)), weight, bias)
+
+    def code_logits(
+        self, outputs: torch.Tensor, tilt: Sequence[torch.Tensor] | None = None
+    ) -> list[torch.Tensor]:
+        """Each bucket's code logits (bits) of :meth:`sampling_outputs` in float32, [rows,
+        blocks, width], plus the bucket's ``tilt`` ([blocks, width] bits, added in float32 as
+        the logits are converted: no pass of its own), as :mod:`rdpgan.postprocess` fits it."""
+        buckets, start = [], len(self.tanh_index)
+        for index, shape in enumerate(self.bucket_shapes):
+            end = start + math.prod(shape)
+            logits = outputs[:, start:end].view(len(outputs), *shape)
+            buckets.append(logits.float() if tilt is None else logits + tilt[index])
+            start = end
+        return buckets
+
+    def bucket_layout(self, per_block: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Per-code values of each block (span order) laid out as :meth:`code_logits`' buckets,
+        [blocks, width] each, 0 on padding."""
+        layout = []
+        for bucket, shape in zip(self.buckets, self.bucket_shapes, strict=True):
+            cells = torch.zeros(shape)
+            for slot, block in enumerate(bucket):
+                cells[slot, : len(per_block[block])] = per_block[block]
+            layout.append(cells)
+        return layout
 
     def _sampling_head(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The head's (weight, bias) in sampling's layout: [tanh outputs, each bucket's padded

@@ -5,9 +5,9 @@ written ``chunk_size`` at a time, so memory stays bounded whatever ``n`` is, int
 beside ``out`` that replaces it only once complete: no reader ever sees a half-written file, and a
 failure leaves nothing behind. Chunk ``i`` is ``model.sample(size_i, label, seed=chunk_seed(seed,
 i))``, so the file is a pure function of (model, its sampling settings, n, label, seed,
-chunk_size). ``sample_pool`` and ``bf16_sampling`` override the run's sampling settings for this
-file only: ``sample_pool=1`` skips raking (several times faster, farther from the released
-marginals).
+chunk_size). ``sample_pool``, ``tilt_sampling`` and ``bf16_sampling`` override the run's sampling
+settings for this file only: ``sample_pool=1`` skips raking (several times faster, farther from
+the released pairs).
 
 Speed: chunks are generated and converted to Arrow tables by a pool of threads (one per CPU
 core, each running torch single-threaded: whole chunks in parallel beat parallel matmuls, since
@@ -212,7 +212,11 @@ def run(cfg: SampleCliConfig) -> None:
     out = Path(cfg.out)
     output_writer(out)
     model = load_model(Path(cfg.run_dir))
-    chosen = {"sample_pool": cfg.sample_pool, "bf16_sampling": cfg.bf16_sampling}
+    chosen = {
+        "sample_pool": cfg.sample_pool,
+        "tilt_sampling": cfg.tilt_sampling,
+        "bf16_sampling": cfg.bf16_sampling,
+    }
     settings = {name: value for name, value in chosen.items() if value is not None}
     model.model_config = replace(model.model_config, **settings)
     workers = sampling_workers(model)

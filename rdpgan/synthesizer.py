@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import numbers
 import pickle
+import threading
 import warnings
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -94,6 +95,15 @@ RAKING_ROWS = 524_288
 # the limit sits between (about their geometric mean).
 RAKING_POOL = 4
 RAKING_NOISE_LIMIT = 8e-4
+# Latent draws per class that sampling's tilt is fitted on (rdpgan.postprocess.class_tilts):
+# its residual error on a column's expected distribution is of order 1/sqrt(rows) of a
+# code's spread over z, below the noise of the released marginals on Adult.
+TILT_ROWS = 8_192
+# The tilt's latent draws come from SeedSequence([model seed, TILT_STREAM]): fixed by the
+# model, apart from every sampling call's own stream.
+TILT_STREAM = 0x7117
+# A model.json without the setting is from before it: its rows were drawn untilted.
+RECORDED_BEFORE_TILT = {"tilt_sampling": False}
 
 
 def resolve_device(device: str) -> torch.device:
@@ -219,6 +229,10 @@ class DPCGAN:
         # fitted model reads it from its ledger).
         self.recorded_marginal_noise = 0.0
         self.metrics: dict[str, Any] = {}
+        # Sampling's tilts by matrix-product precision, fitted at the first sample after
+        # training or loading (concurrent sampling threads wait for one fit).
+        self._tilts: dict[bool, list[list[torch.Tensor]]] = {}
+        self._tilts_lock = threading.Lock()
         # Opt-outs of the run that trained this model (from its ledger, or model.json on load).
         self.privacy_notes: list[str] = []
 
@@ -420,6 +434,7 @@ class DPCGAN:
         sample_rate = exact_sample_rate(nominal_rate)
         expected_batch = max(1, round(sample_rate * self.released_rows))
         self.generator = self._build_generator()
+        self._tilts.clear()  # fitted to the weights they were fitted on
         discriminator = Discriminator.for_table(self.model_config, self.transformer)
         discriminator = discriminator.to(self.device)
         g_opt, d_opt = adam_optimizers(self.generator, discriminator, cfg)
@@ -643,20 +658,48 @@ class DPCGAN:
     def _generate(
         self, labels: torch.Tensor, rng: torch.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(within-bin positions, codes) of one generated row per label, in chunks."""
-        assert self.generator is not None and self.label_probs is not None
-        parts: list[tuple[torch.Tensor, torch.Tensor]] = []
+        """(within-bin positions, codes) of one generated row per label, each class's rows in
+        passes of their own (with the class's tilt)."""
+        generator = self.generator
+        assert generator is not None and self.label_probs is not None
+        tilts = self._class_tilts()
+        values = torch.empty(len(labels), len(generator.tanh_index), device=self.device)
+        codes = torch.empty(len(labels), len(generator.block_order), dtype=torch.long)
+        codes = codes.to(self.device)
+        with torch.no_grad(), self._products():
+            for label in labels.unique().tolist():
+                y = F.one_hot(torch.tensor(label), len(self.label_probs)).float().to(self.device)
+                tilt = None if tilts is None else tilts[label]
+                for rows in (labels == label).nonzero().squeeze(1).split(SAMPLE_CHUNK):
+                    z = torch.randn(
+                        len(rows), generator.latent_dim, generator=rng, device=self.device
+                    )
+                    parts = generator.sample_parts(z, y.expand(len(rows), -1), rng, tilt)
+                    values[rows], codes[rows] = parts
+        return values.cpu().numpy(), codes.cpu().numpy()
+
+    def _products(self) -> Any:
+        """The precision of sampling's matrix products: bfloat16 where asked for and native."""
         bf16 = self.model_config.bf16_sampling and native_bf16(self.device)
-        products = torch.autocast(self.device.type, torch.bfloat16) if bf16 else nullcontext()
-        with torch.no_grad(), products:
-            for chunk in labels.split(SAMPLE_CHUNK):
-                y = F.one_hot(chunk, len(self.label_probs)).float()
-                z = torch.randn(
-                    len(chunk), self.generator.latent_dim, generator=rng, device=self.device
-                )
-                parts.append(self.generator.sample_parts(z, y, rng))
-        values, blocks = (torch.cat(part).cpu().numpy() for part in zip(*parts, strict=True))
-        return values, blocks
+        return torch.autocast(self.device.type, torch.bfloat16) if bf16 else nullcontext()
+
+    def _class_tilts(self) -> list[list[torch.Tensor]] | None:
+        """Sampling's tilt per class (:func:`rdpgan.postprocess.class_tilts`), or None without
+        released marginals or with ``model.tilt_sampling`` off; fitted once per precision."""
+        if self.marginals is None or not self.model_config.tilt_sampling:
+            return None
+        assert self.generator is not None
+        bf16 = self.model_config.bf16_sampling and native_bf16(self.device)
+        with self._tilts_lock:
+            if bf16 not in self._tilts:
+                state = np.random.SeedSequence([self.seed, TILT_STREAM]).generate_state(1)
+                rng = torch.Generator(self.device).manual_seed(int(state[0]))
+                self.generator.eval()
+                with self._products():
+                    self._tilts[bf16] = postprocess.class_tilts(
+                        self.generator, self.marginals, TILT_ROWS, rng
+                    )
+            return self._tilts[bf16]
 
     # ---------------------------------------------------------- save / load
     def save(self, directory: str | Path) -> Path:
@@ -708,7 +751,7 @@ class DPCGAN:
             epsilon=meta["epsilon"],
             delta=meta["delta"],
             privacy=PrivacyConfig(**meta["privacy"]),
-            model=ModelConfig(**meta["model"]),
+            model=ModelConfig(**{**RECORDED_BEFORE_TILT, **meta["model"]}),
             train=TrainConfig(**with_absent_train_settings(meta["train"])),
             seed=meta["seed"],
             device=device,

@@ -72,12 +72,19 @@ DEFAULT_R12 = replace(  # ... and since round 12 (d541163)
 )
 # The model settings of rounds 8-13, pinned like the others: marginal loss weight 1 (3 since
 # round 15) over 128 rows per class, raking with a pool of 4 always (only where the marginals
-# are precise since round 15), sampling in float32 (bfloat16 since round 14).
-MODEL_R13 = ModelConfig(marginal_weight=1.0, marginal_rows=128, sample_pool=4, bf16_sampling=False)
+# are precise since round 15), sampling in float32 (bfloat16 since round 14), untilted
+# (tilted since round 19).
+MODEL_R13 = ModelConfig(
+    marginal_weight=1.0,
+    marginal_rows=128,
+    sample_pool=4,
+    tilt_sampling=False,
+    bf16_sampling=False,
+)
 # The package's model defaults since round 15 (4c4de2d).
 MODEL_R15 = replace(MODEL_R13, marginal_weight=3.0, sample_pool=None, bf16_sampling=True)
 # ModelConfig's settings that only change how a fitted model samples.
-SAMPLING_SETTINGS = {"sample_pool": 1, "bf16_sampling": False}
+SAMPLING_SETTINGS = {"sample_pool": 1, "tilt_sampling": False, "bf16_sampling": False}
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
     "default": (BASE_MODEL, BASE_TRAIN, PrivacyConfig()),
@@ -353,6 +360,18 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 18 (issue 13): the defaults again, after sampling moved to exp2 draws and 4k-row G
     # passes (the same distribution up to float rounding): a check against r17_default.
     "r18_default": (MODEL_R15, DEFAULT_R12, PrivacyConfig()),
+    # Round 19 (issue 13): sampling tilted toward the released per-class column distributions
+    # (free at sampling time), with the default pool (4 at ε=8, 1 at ε ≤ 3: run at both), with
+    # smaller pools, and without it, on models shared by these names.
+    **{
+        f"r19_{'tilted' if tilt else 'untilted'}_pool{pool or 'default'}": (
+            replace(MODEL_R15, tilt_sampling=tilt, sample_pool=pool),
+            DEFAULT_R12,
+            PrivacyConfig(),
+        )
+        for tilt in (False, True)
+        for pool in (None, 2, 1)
+    },
 }
 
 
