@@ -10,7 +10,10 @@ score can be recomputed from the run directory. Scores, each a mean over margina
 - ``k_marginal``: in the style of NIST SDNist, 1000 × (1 − TVD) averaged over *all* 3-way
   marginals (1000 = identical; SDNist samples marginals at random, we take them all);
 - ``association_difference``: mean absolute difference of Cramér's V over column pairs, whose
-  matrices (``association_real``, ``association_synthetic``) the quality report draws.
+  matrices (``association_real``, ``association_synthetic``) the quality report draws;
+- ``duplicate_rows``: the share of the second table's rows that repeat one of its earlier rows
+  exactly (every column, raw values; not binned). A resampler that matches marginals by
+  repeating its best rows shows here, not in the TVDs (real Adult: 0.06% of its train split).
 
 Why not SDMetrics (MIT-licensed, so usable): its column-shape and contingency metrics bin
 numbers by ranges read off the data, and a score here must be cut by the public schema only
@@ -104,6 +107,7 @@ def fidelity_scores(
         "association_difference": float(np.abs(real_v - synthetic_v)[upper].mean())
         if n > 1
         else 0.0,
+        "duplicate_rows": float(synthetic.duplicated().mean()) if len(synthetic) else 0.0,
         "columns": schema.names,
         "association_real": real_v.round(4).tolist(),
         "association_synthetic": synthetic_v.round(4).tolist(),

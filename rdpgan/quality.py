@@ -41,6 +41,7 @@ HEADLINE = {
     "tvd_3way_target": ("3-way TVD (with target)", ".4f"),
     "k_marginal": ("k-marginal", ".1f"),
     "association_difference": ("association difference", ".4f"),
+    "duplicate_rows": ("repeated rows", ".2%"),
 }
 
 

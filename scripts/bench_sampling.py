@@ -7,10 +7,11 @@ Without ``--run-dir``, first trains a default-size model on Adult for ``--train-
 ``python -m rdpgan.train`` in a subprocess (which keeps training's memory out of this process's
 peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
-(as the model's defaults pick raking and precision, then with float32 products, then without
-raking: ``model.sample_pool=1``, with G's passes of the default and of other row counts), then
-writing them to Parquet (raked and not), then to CSV, in ``--rounds`` rounds (medians
-reported); and, as the roofline, G's matrix products alone (fp32 and bf16) on one core.
+(as the model's defaults pick raking, tilt and precision, then with float32 products, then
+without raking: ``model.sample_pool=1``, tilted and not, with G's passes of the default and of
+other row counts), then writing them to Parquet (raked and not), then to CSV, in ``--rounds``
+rounds (medians reported); the first sample after loading, which fits the tilt, once; and, as
+the roofline, G's matrix products alone (fp32 and bf16) on one core.
 Writes its section of ``results/speed.md`` (the part after the training benchmark's).
 """
 
@@ -107,6 +108,7 @@ def main() -> None:
         model = load_model(run_dir)
         workers = sampling_workers(model)  # as the CLI does
         loaded_mb = peak_rss_mb()
+        first_sample = timed(lambda: model.sample(1, seed=0))  # fits the tilt once
         n, chunk = args.rows, args.chunk_size
 
         def generate() -> None:
@@ -141,6 +143,11 @@ def main() -> None:
                 None,
             ),
             (f"generate + decode, {unraked}", changed(generate, sample_pool=1), None),
+            (
+                f"generate + decode, {unraked}, untilted (`model.tilt_sampling=false`)",
+                changed(generate, sample_pool=1, tilt_sampling=False),
+                None,
+            ),
             *(
                 (
                     f"generate + decode, no raking, G passes of {rows:,} rows "
@@ -192,7 +199,9 @@ def main() -> None:
         "written to a file in a temporary directory. Seconds are the median of "
         f"{args.rounds} rounds, each running every stage in turn. Peak RSS is this process's "
         "high-water mark after each stage's first run (stages run in order; "
-        f"{loaded_mb:.0f} MB after loading the model).",
+        f"{loaded_mb:.0f} MB after loading the model). The first sample after loading "
+        f"took {first_sample:.2f} s (it fits the tilt, once per model and precision; the "
+        "stages below reuse it).",
         "",
         "| stage | seconds | rows/s | peak RSS (MB) | file (MB) |",
         "| --- | ---: | ---: | ---: | ---: |",

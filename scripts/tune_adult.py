@@ -32,7 +32,7 @@ from rdpgan.fidelity import fidelity_scores
 from rdpgan.synthesizer import DPCGAN
 
 REPO = Path(__file__).resolve().parent.parent
-FIDELITY_COLUMNS = ("tvd_1way", "tvd_2way", "tvd_3way_target", "k_marginal")
+FIDELITY_COLUMNS = ("tvd_1way", "tvd_2way", "tvd_3way_target", "k_marginal", "duplicate_rows")
 COMMIT = code_commit()  # at start: the code this process imported
 COMMAND = shlex.join(["python", "scripts/tune_adult.py", *sys.argv[1:]])
 MACHINE = machine_line()
@@ -442,7 +442,7 @@ def main() -> None:
             mean=(auroc, "mean"),
             std=(auroc, "std"),
             count=(auroc, "count"),
-            **{column: (column, "mean") for column in FIDELITY_COLUMNS[:3]},
+            **{column: (column, "mean") for column in FIDELITY_COLUMNS if column in rows},
         )
         print(summary.round(3).to_string())
         return

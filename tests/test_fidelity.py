@@ -63,6 +63,16 @@ def test_disjoint_supports_are_as_far_apart_as_can_be():
     assert scores["k_marginal"] == pytest.approx(0.0)
 
 
+def test_repeated_rows_are_the_share_of_exact_repeats_of_an_earlier_row():
+    """Duplicates count on raw values (0.10 and 0.11 share a bin but are different rows), in
+    the synthetic table only: the real one may repeat rows as it likes."""
+    schema = Schema([Continuous("x", 0.0, 1.0), Categorical("y", BITS)])
+    real = pd.DataFrame({"x": [0.5, 0.5, 0.5], "y": ["0", "0", "0"]})
+    synthetic = pd.DataFrame({"x": [0.10, 0.11, 0.10, 0.10, 0.10], "y": ["0", "0", "0", "1", "0"]})
+    assert fidelity_scores(real, synthetic, schema, "y")["duplicate_rows"] == pytest.approx(0.4)
+    assert fidelity_scores(synthetic, real, schema, "y")["duplicate_rows"] == pytest.approx(2 / 3)
+
+
 def test_one_way_tvd_by_hand():
     schema = Schema([Categorical("c", ("a", "b", "c")), Categorical("y", BITS)])
     real = pd.DataFrame({"c": ["a", "a", "b", "c"], "y": ["0", "0", "1", "1"]})

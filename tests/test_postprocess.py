@@ -1,12 +1,27 @@
-"""Raking picks generated rows whose marginals match the released ones, per class."""
+"""Tilting and raking bring sampled rows' marginals to the released ones, per class."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+import torch
 
 from rdpgan.measure import Marginals, conditional_distributions
-from rdpgan.postprocess import Raker, raking_weights, systematic_resample
+from rdpgan.models import Generator
+from rdpgan.postprocess import (
+    RAKING_FLOOR,
+    TILT_LIMIT,
+    TILT_TOLERANCE,
+    Raker,
+    class_tilts,
+    fit_tilt,
+    raking_weights,
+    systematic_resample,
+    tilt_goal,
+)
+from rdpgan.transform import Span
 
 
 def skewed_pool(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -101,3 +116,60 @@ def test_a_class_whose_rows_all_miss_their_target_cells_keeps_its_share():
     rake = Raker(released, np.array([0.7, 0.3]))
     keep = rake(codes, labels, 200, np.random.default_rng(0))
     assert np.bincount(labels[keep], minlength=2).tolist() == [140, 60]
+
+
+def test_a_fitted_tilt_brings_the_mean_softmax_of_every_block_to_its_goal():
+    """Rows of logits far from the goals (bits; a bucket of a 3-code and a padded 2-code
+    block): after the tilt, each block's softmax averaged over the rows is its goal, and the
+    padding stays out of reach."""
+    torch.manual_seed(0)
+    logits = torch.randn(500, 2, 3) * 3 + torch.tensor([[4.0, 0.0, -2.0], [0.0, 3.0, 0.0]])
+    logits[:, 1, 2] = -math.inf  # the second block has 2 codes
+    goal = torch.tensor([[0.2, 0.3, 0.5], [0.6, 0.4, 0.0]])
+    untilted = torch.softmax(logits * math.log(2), -1).mean(0)
+    assert (untilted - goal).abs().sum(-1).max() > 0.5  # the check can fail
+    tilt = fit_tilt(logits, goal)
+    tilted = torch.softmax((logits + tilt) * math.log(2), -1).mean(0)
+    torch.testing.assert_close(tilted, goal, atol=2 * TILT_TOLERANCE, rtol=0)
+    assert tilt[1, 2] == 0.0
+
+
+def test_a_code_the_logits_cannot_reach_is_lifted_at_most_the_limit():
+    logits = torch.tensor([[[0.0, -200.0]]]).expand(10, 1, 2)  # code 1: 2^-200 of code 0
+    tilt = fit_tilt(logits, torch.tensor([[0.5, 0.5]]))
+    assert tilt.abs().max() <= TILT_LIMIT and torch.isfinite(tilt).all()
+
+
+def test_a_tilt_goal_is_a_distribution_with_every_code_alive():
+    goal = tilt_goal(np.array([0.7, 0.0, 0.5, -0.2]))
+    assert goal.sum().item() == pytest.approx(1.0) and (goal > 0).all()
+    np.testing.assert_allclose(goal[[0, 2]] / goal[[0, 2]].sum(), [0.7 / 1.2, 0.5 / 1.2], 1e-3)
+
+
+def test_tilted_sampling_draws_each_classes_released_column_distributions():
+    """A random generator, and released per-class distributions far from its own: rows
+    sampled with each class's tilt follow that class's release (the untilted rows do not),
+    the tilt fitted on other latent draws than the rows'."""
+    torch.manual_seed(0)
+    spans = (Span(0, 1, "tanh"), Span(1, 4, "softmax"), Span(4, 6, "softmax"))
+    generator = Generator(4, 2, [8], spans, width=6).eval()
+    by_class = [
+        np.array([[0.1, 0.2, 0.7], [0.6, 0.3, 0.1]]),
+        np.array([[0.9, 0.1], [0.25, 0.75]]),
+    ]
+    released = Marginals(by_class, [], [], [np.arange(3), np.arange(2)])
+    tilts = class_tilts(generator, released, 4000, torch.Generator().manual_seed(1))
+    n = 40_000
+    for label in (0, 1):
+        z = torch.randn(n, 4)
+        y = torch.nn.functional.one_hot(torch.full((n,), label), 2).float()
+        rng = torch.Generator().manual_seed(2)
+        _, codes = generator.sample_parts(z, y, rng, tilts[label])
+        _, untilted = generator.sample_parts(z, y, rng)
+        for column, table in enumerate(by_class):
+            goal = torch.as_tensor((1 - RAKING_FLOOR) * table[label] + RAKING_FLOOR / 3)
+            goal = (goal / goal.sum()).float()
+            drawn = torch.bincount(codes[:, column], minlength=len(goal)) / n
+            torch.testing.assert_close(drawn, goal, atol=0.015, rtol=0)
+            own = torch.bincount(untilted[:, column], minlength=len(goal)) / n
+            assert (own - goal).abs().max() > 0.05

@@ -246,18 +246,23 @@ def test_the_file_does_not_depend_on_the_number_of_workers(tmp_path, trained_run
 
 
 def test_sampling_settings_on_the_command_line_apply_to_this_file_only(tmp_path, trained_run):
-    """``sample_pool=1 bf16_sampling=false`` gives the file the model writes with those settings
-    (not raked: not the run's file), and leaves the saved run as it was."""
+    """``sample_pool=1 tilt_sampling=false bf16_sampling=false`` (and either of the first two
+    alone; bfloat16 changes nothing on a CPU without it) gives the file the model writes with
+    those settings (not the run's file), and leaves the saved run as it was."""
     common = [f"run_dir={trained_run}", "n=600", "chunk_size=250", "seed=7"]
     saved = (trained_run / "model.json").read_bytes()
-    for out, extra in [("chosen.csv", ["sample_pool=1", "bf16_sampling=false"]), ("run.csv", [])]:
-        result = sample_cli(tmp_path, *common, f"out={out}", *extra)
+    run_file = tmp_path / "run.csv"
+    assert sample_cli(tmp_path, *common, f"out={run_file}").returncode == 0
+    everything = {"sample_pool": 1, "tilt_sampling": False, "bf16_sampling": False}
+    for settings in ({"sample_pool": 1}, {"tilt_sampling": False}, everything):
+        words = [f"{name}={str(value).lower()}" for name, value in settings.items()]
+        result = sample_cli(tmp_path, *common, "out=chosen.csv", *words)
         assert result.returncode == 0, result.stderr
-    model = load_model(trained_run)
-    model.model_config = replace(model.model_config, sample_pool=1, bf16_sampling=False)
-    write_samples(model, tmp_path / "api.csv", n=600, seed=7, chunk_size=250)
-    assert (tmp_path / "chosen.csv").read_bytes() == (tmp_path / "api.csv").read_bytes()
-    assert (tmp_path / "chosen.csv").read_bytes() != (tmp_path / "run.csv").read_bytes()
+        model = load_model(trained_run)
+        model.model_config = replace(model.model_config, **settings)
+        write_samples(model, tmp_path / "api.csv", n=600, seed=7, chunk_size=250)
+        assert (tmp_path / "chosen.csv").read_bytes() == (tmp_path / "api.csv").read_bytes()
+        assert (tmp_path / "chosen.csv").read_bytes() != run_file.read_bytes(), words
     assert (trained_run / "model.json").read_bytes() == saved
 
 

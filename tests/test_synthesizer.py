@@ -278,6 +278,26 @@ def test_sampling_rakes_only_where_the_released_marginals_are_precise(tmp_path, 
     assert model.raking_pool() == 3
 
 
+def test_a_saved_run_from_before_the_tilt_samples_untilted_as_it_did(tmp_path):
+    """model.json without ``tilt_sampling`` (runs saved before it) loads untilted and draws
+    the rows it drew then; a run saved now keeps its tilt."""
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+    model.fit(toy_table(), "y", SCHEMA)
+    assert model.model_config.tilt_sampling
+    tilted = model.sample(400, seed=2)
+    model.save(tmp_path)
+    pd.testing.assert_frame_equal(DPCGAN.load(tmp_path, device="cpu").sample(400, seed=2), tilted)
+    meta = json.loads((tmp_path / "model.json").read_text())
+    del meta["model"]["tilt_sampling"]
+    (tmp_path / "model.json").write_text(json.dumps(meta))
+    old = DPCGAN.load(tmp_path, device="cpu")
+    assert not old.model_config.tilt_sampling
+    model.model_config.tilt_sampling = False
+    untilted = model.sample(400, seed=2)
+    pd.testing.assert_frame_equal(old.sample(400, seed=2), untilted)
+    assert not untilted.equals(tilted)
+
+
 def test_resume_refuses_a_bad_noise_seed_in_one_line(tmp_path):
     train = TrainConfig(steps=2, progress=False)
     model = DPCGAN(epsilon=2.0, device="cpu", model=SMALL["model"], train=train)
