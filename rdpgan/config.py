@@ -143,14 +143,18 @@ class ModelConfig:
     # Bins per wide numeric column in G's encoding (rdpgan.transform.DEFAULT_BINS).
     numeric_bins: int = 40
     # Sampling draws this many generated rows per row kept, and keeps those whose marginals
-    # match the released ones (rdpgan.postprocess); 1: keep every generated row. null: 4 where
-    # the released marginals are precise, else 1 (rdpgan.synthesizer.RAKING_NOISE_LIMIT).
-    sample_pool: int | None = None
+    # (each chosen pair's too) match the released ones: raking (rdpgan.postprocess). It brings
+    # 2-way TVD closer but repeats rows (about half of Adult's at ε=8) and costs its pool in
+    # time; 1: keep every generated row (round 19 of results/tuning_adult.csv). null: 4 where
+    # the released marginals are precise, else 1 (rdpgan.synthesizer.RAKING_NOISE_LIMIT; what
+    # runs saved before 1 was the default record).
+    sample_pool: int | None = 1
     # Sampling shifts each code's logit, per class, so that G's expected code distribution of
-    # every column within every class is the released one (rdpgan.postprocess): free at
-    # sampling time, and it combines with raking. Saved runs without this setting sample
-    # untilted, as they did.
-    tilt_sampling: bool = True
+    # every column within every class is the released one where they differ by more than its
+    # noise (rdpgan.postprocess): free at sampling time, and it combines with raking. null:
+    # where the released marginals are precise (rdpgan.synthesizer.TILT_NOISE_LIMIT). Saved
+    # runs without this setting sample untilted, as they did.
+    tilt_sampling: bool | None = None
     # Sampling's matrix products in bfloat16 where the hardware multiplies it natively (the
     # draws stay float32): faster generation (results/speed.md), the same scores (round 14 of
     # results/tuning_adult.csv). A seed gives the same rows only on the same kind of CPU.

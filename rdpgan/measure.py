@@ -365,8 +365,14 @@ def conditional_distributions(counts: np.ndarray, noise_std: float) -> np.ndarra
     totals = np.clip(counts.sum(axis=1), 1.0, None)
     pooled = consistent_table(counts.sum(axis=0), float(totals.sum()))
     within = np.stack([consistent_table(row, t) for row, t in zip(counts, totals, strict=True)])
-    deviation = within - pooled
-    variance = (noise_std / totals)[:, None] ** 2
+    return shrink_toward(pooled, within, (noise_std / totals)[:, None] ** 2)
+
+
+def shrink_toward(anchor: np.ndarray, noisy: np.ndarray, variance: np.ndarray) -> np.ndarray:
+    """``noisy`` distributions (last axis) moved toward ``anchor`` cell by cell, by max(0, 1 -
+    variance / d^2) of their difference d: a difference well above the noise is kept, one
+    within it dropped; renormalised."""
+    deviation = noisy - anchor
     shrink = np.clip(1.0 - variance / np.maximum(deviation**2, 1e-12), 0.0, 1.0)
-    shrunk = np.clip(pooled + shrink * deviation, 0.0, None)
-    return shrunk / shrunk.sum(axis=1, keepdims=True)
+    shrunk = np.clip(anchor + shrink * deviation, 0.0, None)
+    return shrunk / shrunk.sum(axis=-1, keepdims=True)

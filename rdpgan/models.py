@@ -273,6 +273,14 @@ class Generator(nn.Module):
             layout.append(cells)
         return layout
 
+    def block_values(self, layout: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """The inverse of :meth:`bucket_layout`: each block's per-code values, span order."""
+        per_block: dict[int, torch.Tensor] = {}
+        for bucket, cells, widths in zip(self.buckets, layout, self.bucket_widths, strict=True):
+            for slot, (block, width) in enumerate(zip(bucket, widths.tolist(), strict=True)):
+                per_block[block] = cells[slot, :width]
+        return [per_block[block] for block in range(len(per_block))]
+
     def _sampling_head(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The head's (weight, bias) in sampling's layout: [tanh outputs, each bucket's padded
         cells], code rows times log2 e, padding a zero row with bias -inf (no probability)."""

@@ -27,7 +27,7 @@ import torch
 from torch.nn import functional as F
 
 from rdpgan.data.discretize import cell_index
-from rdpgan.measure import Marginals
+from rdpgan.measure import Marginals, shrink_toward
 from rdpgan.models import Generator
 
 #: Most IPF sweeps over the tables; the weights settle within a few dozen on real tables.
@@ -51,13 +51,17 @@ TILT_TOLERANCE = 1e-4
 TILT_LIMIT = 16.0
 
 
-def tilt_goal(released: np.ndarray) -> torch.Tensor:
-    """A block's released code distribution as a tilt's goal: non-negative, summing to 1, and
-    with RAKING_FLOOR spread evenly over its codes, so that no code is tilted out of reach."""
+def tilt_goal(released: np.ndarray, own: np.ndarray, variance: float) -> np.ndarray:
+    """A block's goal for the tilt: its released code distribution, shrunk toward G's ``own``
+    cell by cell where they differ by no more than the release's noise (``variance`` per cell,
+    in probability units, :func:`rdpgan.measure.shrink_toward`): G is not tilted toward the
+    noise of a small class or a small ε. RAKING_FLOOR is then spread evenly over its codes, so
+    that no code is tilted out of reach."""
     goal = np.clip(released, 0.0, None)
     total = goal.sum()
     goal = goal / total if total > 0 else np.full(len(goal), 1.0 / len(goal))
-    return torch.as_tensor((1 - RAKING_FLOOR) * goal + RAKING_FLOOR / len(goal))
+    goal = shrink_toward(own, goal, np.asarray(variance))
+    return (1 - RAKING_FLOOR) * goal + RAKING_FLOOR / len(goal)
 
 
 def fit_tilt(logits: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
@@ -72,7 +76,7 @@ def fit_tilt(logits: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
     tilt = torch.zeros_like(goal)
     live = goal > 0
     for _ in range(TILT_SWEEPS):
-        current = torch.softmax((logits + tilt) * math.log(2), dim=-1).mean(0)
+        current = mean_softmax(logits + tilt)
         if float((goal - current).abs().sum(-1).max()) / 2 < TILT_TOLERANCE:
             break
         ratio = goal / current.clamp_min(torch.finfo(current.dtype).tiny)
@@ -81,12 +85,18 @@ def fit_tilt(logits: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
 
 
 def class_tilts(
-    generator: Generator, released: Marginals, rows: int, rng: torch.Generator
+    generator: Generator,
+    released: Marginals,
+    variance: Sequence[float],
+    rows: int,
+    rng: torch.Generator,
 ) -> list[list[torch.Tensor]]:
     """Per class, each bucket's tilt (:func:`fit_tilt`, in :meth:`Generator.code_logits`'
-    layout) toward the released code distributions of every column within that class, fitted
-    on ``rows`` latent draws of the class from ``rng``. The caller sets the matrix products'
-    precision, as when sampling: the tilt then corrects what sampling computes."""
+    layout) toward the released code distributions of every column within that class (each
+    shrunk toward G's own by the noise ``variance`` of one of the class's cells, see
+    :func:`tilt_goal`), fitted on ``rows`` latent draws of the class from ``rng``. The caller
+    sets the matrix products' precision, as when sampling: the tilt then corrects what
+    sampling computes."""
     device = generator.head.weight.device
     tilts = []
     for label in range(generator.n_classes):
@@ -94,9 +104,20 @@ def class_tilts(
         y = F.one_hot(torch.full((rows,), label, device=device), generator.n_classes).float()
         with torch.no_grad():
             logits = generator.code_logits(generator.sampling_outputs(z, y))
-        goals = generator.bucket_layout([tilt_goal(table[label]) for table in released.by_class])
-        tilts.append([fit_tilt(b, g.to(device)) for b, g in zip(logits, goals, strict=True)])
+        own = generator.block_values([mean_softmax(bucket).cpu() for bucket in logits])
+        goals = [
+            tilt_goal(table[label], mine.double().numpy(), variance[label])
+            for table, mine in zip(released.by_class, own, strict=True)
+        ]
+        layout = generator.bucket_layout([torch.as_tensor(goal) for goal in goals])
+        tilts.append([fit_tilt(b, g.to(device)) for b, g in zip(logits, layout, strict=True)])
     return tilts
+
+
+def mean_softmax(logits: torch.Tensor) -> torch.Tensor:
+    """[blocks, width]: each block's softmax of ``logits`` ([rows, blocks, width], bits)
+    averaged over the rows: G's expected code distribution over those rows."""
+    return torch.softmax(logits * math.log(2), dim=-1).mean(0)
 
 
 def raking_weights(

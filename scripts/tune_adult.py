@@ -372,6 +372,17 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         for tilt in (False, True)
         for pool in (None, 2, 1)
     },
+    # Round 20 (issue 13): the tilt shrunk toward G's own distributions where the release is
+    # within its noise (round 19's was not), against no tilt, without raking, at ε = 8, 3, 2, 1
+    # and on small tables: where the tilt pays (model.tilt_sampling null's limit).
+    **{
+        f"r20_{'tilted' if tilt else 'untilted'}": (
+            replace(MODEL_R15, tilt_sampling=tilt, sample_pool=1),
+            DEFAULT_R12,
+            PrivacyConfig(),
+        )
+        for tilt in (False, True)
+    },
 }
 
 

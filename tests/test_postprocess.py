@@ -141,9 +141,21 @@ def test_a_code_the_logits_cannot_reach_is_lifted_at_most_the_limit():
 
 
 def test_a_tilt_goal_is_a_distribution_with_every_code_alive():
-    goal = tilt_goal(np.array([0.7, 0.0, 0.5, -0.2]))
-    assert goal.sum().item() == pytest.approx(1.0) and (goal > 0).all()
+    goal = tilt_goal(np.array([0.7, 0.0, 0.5, -0.2]), np.full(4, 0.25), 0.0)
+    assert goal.sum() == pytest.approx(1.0) and (goal > 0).all()
     np.testing.assert_allclose(goal[[0, 2]] / goal[[0, 2]].sum(), [0.7 / 1.2, 0.5 / 1.2], 1e-3)
+
+
+def test_a_tilt_goal_keeps_gs_own_share_where_the_release_is_within_its_noise():
+    """Cell by cell: a difference from G's own share well above the noise's standard
+    deviation moves the goal to the release, one within it leaves G's share."""
+    own = np.array([0.5, 0.3, 0.2])
+    released = np.array([0.51, 0.09, 0.40])  # cell 0 within the noise, cells 1-2 far above
+    goal = tilt_goal(released, own, variance=0.02**2)
+    assert goal[0] == pytest.approx(0.5, abs=0.02)
+    assert goal[1] < 0.12 and goal[2] > 0.37
+    np.testing.assert_allclose(tilt_goal(released, own, variance=1.0), own, atol=2e-3)
+    np.testing.assert_allclose(tilt_goal(released, own, variance=0.0), released, atol=2e-3)
 
 
 def test_tilted_sampling_draws_each_classes_released_column_distributions():
@@ -158,7 +170,7 @@ def test_tilted_sampling_draws_each_classes_released_column_distributions():
         np.array([[0.9, 0.1], [0.25, 0.75]]),
     ]
     released = Marginals(by_class, [], [], [np.arange(3), np.arange(2)])
-    tilts = class_tilts(generator, released, 4000, torch.Generator().manual_seed(1))
+    tilts = class_tilts(generator, released, [0.0, 0.0], 4000, torch.Generator().manual_seed(1))
     n = 40_000
     for label in (0, 1):
         z = torch.randn(n, 4)
@@ -173,3 +185,13 @@ def test_tilted_sampling_draws_each_classes_released_column_distributions():
             torch.testing.assert_close(drawn, goal, atol=0.015, rtol=0)
             own = torch.bincount(untilted[:, column], minlength=len(goal)) / n
             assert (own - goal).abs().max() > 0.05
+
+
+def test_a_release_drowned_in_its_noise_leaves_the_generator_untilted():
+    torch.manual_seed(0)
+    generator = Generator(4, 2, [8], (Span(0, 3, "softmax"),), width=3).eval()
+    released = Marginals([np.array([[0.1, 0.2, 0.7], [0.6, 0.3, 0.1]])], [], [], [np.arange(3)])
+    rng = torch.Generator().manual_seed(1)
+    noisy, exact = class_tilts(generator, released, [1.0, 0.0], 4000, rng)
+    assert noisy[0].abs().max() < 0.01  # (the floor alone moves a code by a fraction of a bit)
+    assert exact[0].abs().max() > 0.5
