@@ -91,8 +91,8 @@ def small_adult(tmp_path_factory, data_dir) -> Path:
 def trained_run(tmp_path_factory, small_adult) -> Path:
     """One short real run (ε=3, evaluated) on the small Adult root, shared by several tests.
 
-    It rakes (a pool of 4, named: its marginals are too noisy for the default to), so that the
-    sampling tests that use it cover raking too."""
+    It rakes (a pool of 4, named: the default does not), so that the sampling tests that use
+    it cover raking as well as the tilt."""
     where = tmp_path_factory.mktemp("trained")
     result = train_cli(
         where,

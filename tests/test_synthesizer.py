@@ -251,10 +251,14 @@ def test_sampling_products_are_bfloat16_only_where_asked_for_and_native(monkeypa
     assert not sample(bf16=True, native=True).equals(float32)  # rounded products move values
 
 
-def test_sampling_rakes_only_where_the_released_marginals_are_precise(tmp_path, monkeypatch):
-    """The pool follows the noise on one released count against the released row count (both
-    public), unless model.sample_pool names it; a saved model keeps the same choice."""
-    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+def test_with_a_null_pool_sampling_rakes_only_where_the_marginals_are_precise(
+    tmp_path, monkeypatch
+):
+    """model.sample_pool null (what runs saved before the pool of 1 record) follows the noise
+    on one released count against the released row count (both public), unless the setting
+    names a pool; a saved model keeps the same choice."""
+    settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=None)}
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
     released = [r for r in model.ledger.releases if r.name in ("marginals", "pair_marginals")]
     noise = max(r.noise_multiplier * math.sqrt(r.details["tables"]) for r in released)
@@ -283,7 +287,7 @@ def test_a_saved_run_from_before_the_tilt_samples_untilted_as_it_did(tmp_path):
     the rows it drew then; a run saved now keeps its tilt."""
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
     model.fit(toy_table(), "y", SCHEMA)
-    assert model.model_config.tilt_sampling
+    assert model.model_config.tilt_sampling and model._class_tilts() is not None
     tilted = model.sample(400, seed=2)
     model.save(tmp_path)
     pd.testing.assert_frame_equal(DPCGAN.load(tmp_path, device="cpu").sample(400, seed=2), tilted)
