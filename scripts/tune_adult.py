@@ -449,7 +449,10 @@ def main() -> None:
         rows = pd.read_csv(OUT)
         rows = rows[rows["name"].isin(args.only)] if args.only != list(CANDIDATES) else rows
         auroc = "validation_mean_auroc"
-        summary = rows.groupby(["name", "epsilon"], sort=False).agg(
+        for column in ("rows", "positives"):  # absent from the oldest rows: the full table
+            rows[column] = rows[column] if column in rows else float("nan")
+        keys = ["name", "epsilon", "rows", "positives"]  # a small table is its own candidate
+        summary = rows.groupby(keys, sort=False, dropna=False).agg(
             mean=(auroc, "mean"),
             std=(auroc, "std"),
             count=(auroc, "count"),
