@@ -151,10 +151,11 @@ class ModelConfig:
     sample_pool: int | None = 1
     # Sampling shifts each code's logit, per class, so that G's expected code distribution of
     # every column within every class is the released one where they differ by more than its
-    # noise (rdpgan.postprocess): free at sampling time, and it combines with raking (rounds
+    # noise (rdpgan.postprocess): free at sampling time, and it combines with raking. null:
+    # where the released marginals are precise (rdpgan.synthesizer.TILT_NOISE_LIMIT; rounds
     # 19-20 of results/tuning_adult.csv). Saved runs without this setting sample untilted, as
     # they did.
-    tilt_sampling: bool = True
+    tilt_sampling: bool | None = None
     # Sampling's matrix products in bfloat16 where the hardware multiplies it natively (the
     # draws stay float32): faster generation (results/speed.md), the same scores (round 14 of
     # results/tuning_adult.csv). A seed gives the same rows only on the same kind of CPU.

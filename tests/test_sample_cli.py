@@ -238,7 +238,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_without_running_it(
 def test_the_file_does_not_depend_on_the_number_of_workers(tmp_path, trained_run):
     model = load_model(trained_run)
     # The shared run rakes and is tilted: these tests cover both.
-    assert model.raking_pool() == 4 and model.model_config.tilt_sampling
+    assert model.raking_pool() == 4 and model.tilting()
     for workers in (1, 3):
         write_samples(
             model, tmp_path / f"w{workers}.csv", n=700, seed=3, chunk_size=100, workers=workers

@@ -251,13 +251,13 @@ def test_sampling_products_are_bfloat16_only_where_asked_for_and_native(monkeypa
     assert not sample(bf16=True, native=True).equals(float32)  # rounded products move values
 
 
-def test_with_a_null_pool_sampling_rakes_only_where_the_marginals_are_precise(
-    tmp_path, monkeypatch
-):
-    """model.sample_pool null (what runs saved before the pool of 1 record) follows the noise
-    on one released count against the released row count (both public), unless the setting
-    names a pool; a saved model keeps the same choice."""
-    settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=None)}
+def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_path, monkeypatch):
+    """model.sample_pool null (what runs saved before the pool of 1 record) and
+    model.tilt_sampling null follow the noise on one released count against the released row
+    count (both public), each against its own limit, unless the setting names a choice; a
+    saved model keeps the same choices."""
+    model_settings = replace(SMALL["model"], sample_pool=None, tilt_sampling=None)
+    settings = {**SMALL, "model": model_settings}
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
     released = [r for r in model.ledger.releases if r.name in ("marginals", "pair_marginals")]
@@ -271,23 +271,29 @@ def test_with_a_null_pool_sampling_rakes_only_where_the_marginals_are_precise(
         lambda labels, rng: generated.append(len(labels)) or real_generate(labels, rng),
     )
     share = noise / model.released_rows
-    for limit, pool in ((share * 1.01, synthesizer.RAKING_POOL), (share * 0.99, 1)):
-        monkeypatch.setattr(synthesizer, "RAKING_NOISE_LIMIT", limit)
-        assert model.raking_pool() == pool
+    for scale, pool, tilted in ((1.01, synthesizer.RAKING_POOL, True), (0.99, 1, False)):
+        monkeypatch.setattr(synthesizer, "RAKING_NOISE_LIMIT", share * scale)
+        monkeypatch.setattr(synthesizer, "TILT_NOISE_LIMIT", share * scale)
+        assert model.raking_pool() == pool and model.tilting() == tilted
+        assert (model._class_tilts() is not None) == tilted
         generated.clear()
         assert len(model.sample(100, seed=1)) == 100 and generated == [100 * pool]
         model.save(tmp_path)
-        assert synthesizer.DPCGAN.load(tmp_path, device="cpu").raking_pool() == pool
-    model.model_config.sample_pool = 3
-    assert model.raking_pool() == 3
+        loaded = synthesizer.DPCGAN.load(tmp_path, device="cpu")
+        assert loaded.raking_pool() == pool and loaded.tilting() == tilted
+    model.model_config.sample_pool, model.model_config.tilt_sampling = 3, True
+    assert model.raking_pool() == 3 and model.tilting()
+    model.model_config.tilt_sampling = False
+    assert not model.tilting() and model._class_tilts() is None
 
 
 def test_a_saved_run_from_before_the_tilt_samples_untilted_as_it_did(tmp_path):
     """model.json without ``tilt_sampling`` (runs saved before it) loads untilted and draws
     the rows it drew then; a run saved now keeps its tilt."""
-    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+    settings = {**SMALL, "model": replace(SMALL["model"], tilt_sampling=True)}
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
-    assert model.model_config.tilt_sampling and model._class_tilts() is not None
+    assert model._class_tilts() is not None
     tilted = model.sample(400, seed=2)
     model.save(tmp_path)
     pd.testing.assert_frame_equal(DPCGAN.load(tmp_path, device="cpu").sample(400, seed=2), tilted)
