@@ -7,11 +7,11 @@ Without ``--run-dir``, first trains a default-size model on Adult for ``--train-
 ``python -m rdpgan.train`` in a subprocess (which keeps training's memory out of this process's
 peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
-(as the model's defaults pick raking, tilt and precision, then with float32 products, then
-without raking: ``model.sample_pool=1``, tilted and not, with G's passes of the default and of
-other row counts), then writing them to Parquet (raked and not), then to CSV, in ``--rounds``
-rounds (medians reported); the first sample after loading, which fits the tilt, once; and, as
-the roofline, G's matrix products alone (fp32 and bf16) on one core.
+(as the model's settings pick raking, tilt and precision, then with float32 products,
+untilted, raked with a pool of 4, and with G's passes of other row counts), then writing them
+to Parquet (as the model samples, and raked), then to CSV, in ``--rounds`` rounds (medians
+reported); the first sample after loading, which fits the tilt, once; and, as the roofline,
+G's matrix products alone (fp32 and bf16) on one core.
 Writes its section of ``results/speed.md`` (the part after the training benchmark's).
 """
 
@@ -40,6 +40,7 @@ from rdpgan.sample import iter_samples, load_model, sampling_workers, write_samp
 BAR_ROWS_PER_SECOND = 500_000  # issue 13
 ROOFLINE_ROWS = synthesizer.SAMPLE_CHUNK  # one generator pass
 OTHER_PASS_ROWS = (2_048, 16_384)  # G passes timed beside the default
+RAKED_POOL = synthesizer.RAKING_POOL  # the pool raking is timed at (the default is none)
 
 
 def matmul_roofline(
@@ -134,7 +135,7 @@ def main() -> None:
 
             return changed_task
 
-        unraked = "no raking (`model.sample_pool=1`)"
+        raked = f"raked (`model.sample_pool={RAKED_POOL}`)"
         stages: list[tuple[str, Callable[[], object], str | None]] = [
             ("generate + decode only", generate, None),
             (
@@ -142,23 +143,27 @@ def main() -> None:
                 changed(generate, bf16_sampling=False),
                 None,
             ),
-            (f"generate + decode, {unraked}", changed(generate, sample_pool=1), None),
             (
-                f"generate + decode, {unraked}, untilted (`model.tilt_sampling=false`)",
-                changed(generate, sample_pool=1, tilt_sampling=False),
+                "generate + decode, untilted (`model.tilt_sampling=false`)",
+                changed(generate, tilt_sampling=False),
                 None,
             ),
+            (f"generate + decode, {raked}", changed(generate, sample_pool=RAKED_POOL), None),
             *(
                 (
-                    f"generate + decode, no raking, G passes of {rows:,} rows "
+                    f"generate + decode, G passes of {rows:,} rows "
                     f"(default {synthesizer.SAMPLE_CHUNK:,})",
-                    changed(generate, rows, sample_pool=1),
+                    changed(generate, rows),
                     None,
                 )
                 for rows in OTHER_PASS_ROWS
             ),
             ("Parquet", write("s.parquet"), "s.parquet"),
-            (f"Parquet, {unraked}", changed(write("u.parquet"), sample_pool=1), "u.parquet"),
+            (
+                f"Parquet, {raked}",
+                changed(write("r.parquet"), sample_pool=RAKED_POOL),
+                "r.parquet",
+            ),
             ("CSV", write("s.csv"), "s.csv"),
         ]
         # Rounds of every stage in turn, so that a slow spell of this shared machine falls on
@@ -187,6 +192,7 @@ def main() -> None:
         matmul_roofline(model.generator, dtype) for dtype in (torch.float32, torch.bfloat16)
     )
     pool = model.raking_pool()
+    default = "no raking" if pool == 1 else f"raking, a pool of {pool}"
     lines = [
         "## Sampling (`python -m rdpgan.sample`)",
         "",
@@ -211,11 +217,11 @@ def main() -> None:
         "",
         f"Roofline: G's matrix products alone ({ROOFLINE_ROWS:,} rows, one thread) run at "
         f"{gflops:.0f} GFLOP/s in fp32 ({core_rows:,.0f} generated rows/s per core) and "
-        f"{bf16_gflops:.0f} GFLOP/s in bf16 ({bf16_rows:,.0f} rows/s per core). Raking keeps one "
-        f"row of every {pool} generated (`model.sample_pool`; the default picks {pool} for this "
-        "model from the noise of its released marginals), so even bf16 matrix products on "
-        f"all {workers} cores, with nothing else to do, would keep at most "
-        f"{workers * bf16_rows / pool:,.0f} rows/s ({workers * bf16_rows:,.0f} without raking).",
+        f"{bf16_gflops:.0f} GFLOP/s in bf16 ({bf16_rows:,.0f} rows/s per core): on all "
+        f"{workers} cores, with nothing else to do, {workers * bf16_rows:,.0f} rows/s. This "
+        f"model samples with {default} (`model.sample_pool`). Raking with a pool of "
+        f"{RAKED_POOL} keeps one row of every {RAKED_POOL} generated: at most "
+        f"{workers * bf16_rows / RAKED_POOL:,.0f} rows/s on the same products.",
     ]
     write_speed_md("\n".join(lines), sampling=True)
 
