@@ -153,8 +153,8 @@ class ModelConfig:
     # every column within every class is the released one where they differ by more than its
     # noise (rdpgan.postprocess): free at sampling time, and it combines with raking. null:
     # where the released marginals are precise (rdpgan.synthesizer.TILT_NOISE_LIMIT; rounds
-    # 19-20 of results/tuning_adult.csv). Saved runs without this setting sample untilted, as
-    # they did.
+    # 19-20 of results/tuning_adult.csv). Saved runs without this setting sample untilted (from
+    # the distribution they sampled; a seed's rows change with rdpgan's version).
     tilt_sampling: bool | None = None
     # Sampling's matrix products in bfloat16 where the hardware multiplies it natively (the
     # draws stay float32): faster generation (results/speed.md), the same scores (round 14 of

@@ -52,16 +52,17 @@ TILT_LIMIT = 16.0
 
 
 def tilt_goal(released: np.ndarray, own: np.ndarray, variance: float) -> np.ndarray:
-    """A block's goal for the tilt: its released code distribution, shrunk toward G's ``own``
-    cell by cell where they differ by no more than the release's noise (``variance`` per cell,
-    in probability units, :func:`rdpgan.measure.shrink_toward`): G is not tilted toward the
-    noise of a small class or a small ε. RAKING_FLOOR is then spread evenly over its codes, so
-    that no code is tilted out of reach."""
+    """A block's goal for the tilt: its released code distribution, with RAKING_FLOOR spread
+    evenly over its codes (so that no code is tilted out of reach), then shrunk toward G's
+    ``own`` cell by cell where the two differ by no more than the release's noise
+    (``variance`` per cell, in probability units, :func:`rdpgan.measure.shrink_toward`): G is
+    not tilted toward the noise of a small class or a small ε, nor are codes that both call
+    empty lifted to the floor."""
     goal = np.clip(released, 0.0, None)
     total = goal.sum()
     goal = goal / total if total > 0 else np.full(len(goal), 1.0 / len(goal))
-    goal = shrink_toward(own, goal, np.asarray(variance))
-    return (1 - RAKING_FLOOR) * goal + RAKING_FLOOR / len(goal)
+    goal = (1 - RAKING_FLOOR) * goal + RAKING_FLOOR / len(goal)
+    return shrink_toward(own, goal, np.asarray(variance))
 
 
 def fit_tilt(logits: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:

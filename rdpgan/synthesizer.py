@@ -188,6 +188,10 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
         if count < 1:
             raise UserInputError(f"{name} must be at least 1, got {count}")
     check_sample_pool("model.sample_pool", model.sample_pool)
+    if model.tilt_sampling is not None and not isinstance(model.tilt_sampling, bool):
+        raise UserInputError(
+            f"model.tilt_sampling must be true, false or null, got {model.tilt_sampling!r}"
+        )
     if privacy.noise_seed is not None and privacy.noise_seed < 0:
         raise UserInputError(f"privacy.noise_seed must be >= 0, got {privacy.noise_seed}")
     ema = train.generator_ema
@@ -244,6 +248,18 @@ class DPCGAN:
         self._tilts_lock = threading.Lock()
         # Opt-outs of the run that trained this model (from its ledger, or model.json on load).
         self.privacy_notes: list[str] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy (pickle, deepcopy) without the lock, which cannot be copied, or the tilts,
+        which the copy fits again when it first samples."""
+        state = dict(self.__dict__)
+        del state["_tilts_lock"]
+        state["_tilts"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._tilts_lock = threading.Lock()
 
     # ------------------------------------------------------------------ fit
     def fit(
@@ -443,7 +459,8 @@ class DPCGAN:
         sample_rate = exact_sample_rate(nominal_rate)
         expected_batch = max(1, round(sample_rate * self.released_rows))
         self.generator = self._build_generator()
-        self._tilts.clear()  # fitted to the weights they were fitted on
+        with self._tilts_lock:
+            self._tilts.clear()  # fitted to the weights they were fitted on
         discriminator = Discriminator.for_table(self.model_config, self.transformer)
         discriminator = discriminator.to(self.device)
         g_opt, d_opt = adam_optimizers(self.generator, discriminator, cfg)
@@ -682,8 +699,8 @@ class DPCGAN:
         assert generator is not None and self.label_probs is not None
         tilts = self._class_tilts()
         values = torch.empty(len(labels), len(generator.tanh_index), device=self.device)
-        codes = torch.empty(len(labels), len(generator.block_order), dtype=torch.long)
-        codes = codes.to(self.device)
+        blocks = len(generator.block_order)
+        codes = torch.empty(len(labels), blocks, dtype=torch.long, device=self.device)
         with torch.no_grad(), self._products():
             for label in labels.unique().tolist():
                 y = F.one_hot(torch.tensor(label), len(self.label_probs)).float().to(self.device)
@@ -713,8 +730,11 @@ class DPCGAN:
                 state = np.random.SeedSequence([self.seed, TILT_STREAM]).generate_state(1)
                 rng = torch.Generator(self.device).manual_seed(int(state[0]))
                 self.generator.eval()
-                # The noise of one cell of a class's released distribution: public (the
-                # ledger's noise over the released class count).
+                # The noise of one cell of a class's released distribution, in probability
+                # units: public. marginal_noise() is the larger of the marginal releases'
+                # (with pairs released, the pairs' on Adult, 1.4 times the per-class tables'
+                # own at ε=8), so the tilt shrinks toward G a little more than the per-class
+                # noise alone asks; rounds 19-20 ran with it.
                 counts = np.maximum(self.label_probs * self.released_rows, 1.0)
                 variance = (self.marginal_noise() / counts) ** 2
                 with self._products():

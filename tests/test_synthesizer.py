@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import pickle
 from dataclasses import replace
 
 import numpy as np
@@ -11,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rdpgan import DPCGAN, measure, synthesizer
+from rdpgan import DPCGAN, measure, postprocess, synthesizer
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
@@ -164,6 +166,7 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"model": ModelConfig(sample_pool=524_289)}, "sample_pool must be between 1 and 524288"),
         ({"model": ModelConfig(sample_pool=1.5)}, "sample_pool must be a whole number"),
         ({"model": ModelConfig(sample_pool=True)}, "sample_pool must be a whole number"),
+        ({"model": ModelConfig(tilt_sampling="no")}, "tilt_sampling must be true, false or null"),
         ({"privacy": PrivacyConfig(accountant="magic")}, "unknown accountant"),
         ({"privacy": PrivacyConfig(noise_multiplier=0.0)}, "noise_multiplier"),
         ({"train": TrainConfig(batch_size=0)}, "batch_size"),
@@ -288,8 +291,8 @@ def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_pa
 
 
 def test_a_saved_run_from_before_the_tilt_samples_untilted_as_it_did(tmp_path):
-    """model.json without ``tilt_sampling`` (runs saved before it) loads untilted and draws
-    the rows it drew then; a run saved now keeps its tilt."""
+    """model.json without ``tilt_sampling`` (runs saved before it) loads untilted: its rows
+    are those the model draws with the tilt off; a run saved now keeps its tilt."""
     settings = {**SMALL, "model": replace(SMALL["model"], tilt_sampling=True)}
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
@@ -306,6 +309,65 @@ def test_a_saved_run_from_before_the_tilt_samples_untilted_as_it_did(tmp_path):
     untilted = model.sample(400, seed=2)
     pd.testing.assert_frame_equal(old.sample(400, seed=2), untilted)
     assert not untilted.equals(tilted)
+
+
+def test_each_class_is_tilted_toward_its_own_released_distributions(monkeypatch):
+    """Exact marginals (a non-private run): each class's sampled codes of ``x`` (whose
+    distribution differs by class) follow that class's release, with the noise variance of
+    each class's own released count handed to the fit; the untilted rows do not."""
+    settings = {**SMALL, "model": replace(SMALL["model"], tilt_sampling=True)}
+    model = DPCGAN(device="cpu", privacy=PrivacyConfig(name="none", accountant="none"), **settings)
+    model.fit(toy_table(4000), "y", SCHEMA)
+    assert model.marginal_noise() == 0.0
+    handed = []
+    fit = postprocess.class_tilts
+    monkeypatch.setattr(
+        postprocess,
+        "class_tilts",
+        lambda g, r, variance, *a: handed.append(variance) or fit(g, r, variance, *a),
+    )
+    _, codes, labels = model._sample_parts(60_000, None, 1)
+    assert handed == [[0.0, 0.0]]
+    released = model.marginals.by_class[0]  # x: the first feature column
+    for label in (0, 1):
+        rows = codes[labels == label, 0]
+        shares = np.bincount(rows, minlength=released.shape[1]) / len(rows)
+        assert 0.5 * np.abs(shares - released[label]).sum() < 0.03
+        assert 0.5 * np.abs(shares - released[1 - label]).sum() > 0.3
+    model.model_config.tilt_sampling = False
+    _, untilted, labels = model._sample_parts(60_000, None, 1)
+    rows = untilted[labels == 1, 0]
+    shares = np.bincount(rows, minlength=released.shape[1]) / len(rows)
+    assert 0.5 * np.abs(shares - released[1]).sum() > 0.03
+
+
+def test_the_tilt_noise_is_each_classs_own(monkeypatch):
+    """The variance handed to the fit is (released noise / the class's released count)^2."""
+    settings = {**SMALL, "model": replace(SMALL["model"], tilt_sampling=True)}
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
+    model.fit(toy_table(), "y", SCHEMA)
+    handed = []
+    monkeypatch.setattr(
+        postprocess, "class_tilts", lambda g, r, variance, *a: handed.append(variance) or []
+    )
+    model._class_tilts()
+    counts = model.label_probs * model.released_rows
+    np.testing.assert_allclose(handed[0], (model.marginal_noise() / counts) ** 2)
+    assert handed[0][0] != pytest.approx(handed[0][1])  # the classes differ in size
+
+
+def test_fitting_again_refits_the_tilt_and_a_copy_samples_alike():
+    """Training replaces the weights the cached tilt was fitted to; a pickled or deep-copied
+    model (which cannot carry the lock) fits its own and draws the same rows."""
+    settings = {**SMALL, "model": replace(SMALL["model"], tilt_sampling=True)}
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
+    model.fit(toy_table(), "y", SCHEMA)
+    first = model._class_tilts()
+    for other in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        pd.testing.assert_frame_equal(other.sample(300, seed=4), model.sample(300, seed=4))
+    model.fit(toy_table(seed=1), "y", SCHEMA)
+    again = model._class_tilts()
+    assert not torch.equal(first[0][0], again[0][0])
 
 
 def test_resume_refuses_a_bad_noise_seed_in_one_line(tmp_path):
