@@ -119,15 +119,35 @@ def test_an_overfit_non_private_run_is_flagged(tmp_path, tiny_csv):
     assert "NOT PRIVATE" in text and (run / "privacy_roc.png").stat().st_size > 10_000
 
 
+#: The chance that a run inside its guarantee is flagged anyway (by sampling alone).
+FALSE_ALARM = 0.01
+
+
 def outside_guarantee(result, bound: np.ndarray) -> list[str]:
-    """The attacks whose empirical ROC rises above the guarantee (plus sampling slack)."""
-    members = result.members
-    # Sampling slack: two binomial standard deviations at the worst case plus one row.
-    slack = 2 * np.sqrt(0.25 / members) + 1 / members
+    """The attacks whose empirical ROC rises above the guarantee by more than sampling allows.
+
+    Every point of the curve is checked at once, so the slack is a band that holds for the
+    whole curve: by the Dvoretzky-Kiefer-Wolfowitz inequality (Massart's constant, one-sided),
+    each empirical CDF (members' scores: the TPR; non-members': the FPR) stays within
+    sqrt(ln(1/a) / 2n) of its own everywhere with probability 1 - a; a = FALSE_ALARM over the
+    two CDFs of every attack. A true point (FPR, TPR) lies under the (increasing) bound, so an
+    empirical one lies under bound(fpr + band_non_members) + band_members. (A slack of two
+    binomial standard deviations at each point, as before, is crossed somewhere along a
+    60-threshold curve by runs inside the guarantee: on this test's model, in 2 of 12 sampling
+    seeds, with the sampler before the tilt and after it alike.)
+    """
+    comparisons = 2 * len(result.attacks)
+
+    def band(n: int) -> float:
+        return float(np.sqrt(np.log(comparisons / FALSE_ALARM) / (2 * n)))
+
     return [
         attack.name
         for attack in result.attacks
-        if np.any(attack.tpr > np.interp(attack.fpr, ALPHAS, bound) + slack)
+        if np.any(
+            attack.tpr
+            > np.interp(attack.fpr + band(result.non_members), ALPHAS, bound) + band(result.members)
+        )
     ]
 
 
@@ -136,9 +156,13 @@ def test_a_dp_run_stays_inside_its_guarantee(tmp_path, tiny_csv):
     run, result = report_of(tmp_path, tiny_csv, "epsilon=1", "delta=1e-3", "privacy.noise_seed=0")
     bound = guarantee_tpr(read_json(run / "privacy.json"))
     assert outside_guarantee(result, bound) == []
-    # Control: the same check on the same rows catches a synthetic table that leaks them.
+    # Control: the same check on the same rows catches a synthetic table that leaks most of
+    # them (three quarters of the training rows among the synthetic ones).
     train, holdout, _ = load_run_tables(read_run_config(run), run)
-    leak = audit(DPCGAN.load(run).transformer, train, holdout, synthetic=train, seed=0)
+    transformer = DPCGAN.load(run).transformer
+    synthetic = transformer.schema.conform(pd.read_csv(run / "synthetic.csv"))[:1000]
+    leaky = pd.concat([synthetic, train.sample(frac=0.75, random_state=0)], ignore_index=True)
+    leak = audit(transformer, train, holdout, synthetic=leaky, seed=0)
     assert outside_guarantee(leak, bound) != []
     assert "δ = 0.001)-DP by the `rdp` accountant" in (run / "report.md").read_text()
 
