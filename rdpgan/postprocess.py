@@ -56,8 +56,9 @@ def tilt_goal(released: np.ndarray, own: np.ndarray, variance: float) -> np.ndar
     evenly over its codes (so that no code is tilted out of reach), then shrunk toward G's
     ``own`` cell by cell where the two differ by no more than the release's noise
     (``variance`` per cell, in probability units, :func:`rdpgan.measure.shrink_toward`): G is
-    not tilted toward the noise of a small class or a small ε, nor are codes that both call
-    empty lifted to the floor."""
+    not tilted toward the noise of a small class or a small ε, nor, where the noise's standard
+    deviation is at least the floor's share of a code, are codes that both call empty lifted
+    to the floor."""
     goal = np.clip(released, 0.0, None)
     total = goal.sum()
     goal = goal / total if total > 0 else np.full(len(goal), 1.0 / len(goal))

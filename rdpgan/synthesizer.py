@@ -5,7 +5,8 @@
    labels from (its noisy total also stands in for the row count wherever one is needed);
 2. with ``model.marginal_weight > 0``, the marginals (:func:`rdpgan.measure.release_marginals`:
    each feature's code distribution per class, a private choice of column pairs and their
-   joint tables), which the generator's marginal loss matches and sampling rakes toward
+   joint tables), which the generator's marginal loss matches and sampling is tilted toward
+   where they are precise, and raked toward with ``model.sample_pool`` > 1
    (:mod:`rdpgan.postprocess`);
 3. DP-SGD on the discriminator (Poisson sampling, per-sample clipping, Gaussian noise).
 The generator only ever sees the discriminator's outputs and these releases, so it and every
@@ -22,7 +23,7 @@ import threading
 import warnings
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +189,7 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
         if count < 1:
             raise UserInputError(f"{name} must be at least 1, got {count}")
     check_sample_pool("model.sample_pool", model.sample_pool)
-    if model.tilt_sampling is not None and not isinstance(model.tilt_sampling, bool):
+    if model.tilt_sampling is not None and not isinstance(model.tilt_sampling, (bool, np.bool_)):
         raise UserInputError(
             f"model.tilt_sampling must be true, false or null, got {model.tilt_sampling!r}"
         )
@@ -250,15 +251,19 @@ class DPCGAN:
         self.privacy_notes: list[str] = []
 
     def __getstate__(self) -> dict[str, Any]:
-        """A copy (pickle, deepcopy) without the lock, which cannot be copied, or the tilts,
-        which the copy fits again when it first samples."""
+        """A copy (pickle, deepcopy) without ``privacy.noise_seed``, which keys the secret noise
+        and must stay where it was given (a copy that is fitted draws fresh OS entropy), the
+        lock, which cannot be copied, or the tilts, which the copy fits again when it first
+        samples."""
         state = dict(self.__dict__)
+        state["privacy"] = replace(self.privacy, noise_seed=None)
         del state["_tilts_lock"]
         state["_tilts"] = {}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("_tilts", {})  # (pickled before the tilt)
         self._tilts_lock = threading.Lock()
 
     # ------------------------------------------------------------------ fit
@@ -768,7 +773,7 @@ class DPCGAN:
             "positive_label": self.positive_label,
             "schema": self.transformer.schema.to_specs(),
             "label_probs": [float(p) for p in self.label_probs],
-            # Released (DP) like label_probs: sampling rakes toward them.
+            # Released (DP) like label_probs: sampling is tilted (and raked) toward them.
             "marginals": None if self.marginals is None else self.marginals.to_dict(),
             "marginal_noise": self.marginal_noise(),  # (public: from the ledger)
             "released_rows": self.released_rows,

@@ -167,6 +167,7 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"model": ModelConfig(sample_pool=1.5)}, "sample_pool must be a whole number"),
         ({"model": ModelConfig(sample_pool=True)}, "sample_pool must be a whole number"),
         ({"model": ModelConfig(tilt_sampling="no")}, "tilt_sampling must be true, false or null"),
+        ({"model": ModelConfig(tilt_sampling=1)}, "tilt_sampling must be true, false or null"),
         ({"privacy": PrivacyConfig(accountant="magic")}, "unknown accountant"),
         ({"privacy": PrivacyConfig(noise_multiplier=0.0)}, "noise_multiplier"),
         ({"train": TrainConfig(batch_size=0)}, "batch_size"),
@@ -214,6 +215,11 @@ def test_sampling_in_blocks_keeps_the_count_the_class_shares_and_the_seed(monkey
     np.testing.assert_allclose(shares, model.label_probs, atol=0.01)
     pd.testing.assert_frame_equal(table, model.sample(1001, seed=5))
     assert (model.sample(901, label=1, seed=2)["y"] == 1).all()
+
+
+def test_tilt_sampling_takes_python_and_numpy_booleans_and_null():
+    for tilt in (True, False, None, np.True_):
+        assert DPCGAN(model=ModelConfig(tilt_sampling=tilt)).model_config.tilt_sampling == tilt
 
 
 def test_a_pool_up_to_the_rows_generated_at_once_is_accepted():
@@ -304,11 +310,15 @@ def test_a_saved_run_from_before_the_tilt_samples_untilted_as_it_did(tmp_path):
     del meta["model"]["tilt_sampling"]
     (tmp_path / "model.json").write_text(json.dumps(meta))
     old = DPCGAN.load(tmp_path, device="cpu")
-    assert not old.model_config.tilt_sampling
+    assert old.model_config.tilt_sampling is False
     model.model_config.tilt_sampling = False
     untilted = model.sample(400, seed=2)
     pd.testing.assert_frame_equal(old.sample(400, seed=2), untilted)
     assert not untilted.equals(tilted)
+    meta["model"]["tilt_sampling"] = "no"  # an edited record: one clear error
+    (tmp_path / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(UserInputError, match="tilt_sampling must be true, false or null"):
+        DPCGAN.load(tmp_path, device="cpu")
 
 
 def test_each_class_is_tilted_toward_its_own_released_distributions(monkeypatch):
@@ -358,13 +368,16 @@ def test_the_tilt_noise_is_each_classs_own(monkeypatch):
 
 def test_fitting_again_refits_the_tilt_and_a_copy_samples_alike():
     """Training replaces the weights the cached tilt was fitted to; a pickled or deep-copied
-    model (which cannot carry the lock) fits its own and draws the same rows."""
+    model (which cannot carry the lock, and must not carry the noise seed) fits its own tilt
+    and draws the same rows."""
     settings = {**SMALL, "model": replace(SMALL["model"], tilt_sampling=True)}
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
     first = model._class_tilts()
     for other in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert other.privacy.noise_seed is None and other._tilts == {}
         pd.testing.assert_frame_equal(other.sample(300, seed=4), model.sample(300, seed=4))
+    assert model.privacy.noise_seed == 1  # (the original keeps it)
     model.fit(toy_table(seed=1), "y", SCHEMA)
     again = model._class_tilts()
     assert not torch.equal(first[0][0], again[0][0])
