@@ -1,0 +1,90 @@
+"""The noise on one released count of the marginals, as a share of the released rows.
+
+    python scripts/noise_shares.py
+
+That public share decides where sampling tilts (``TILT_NOISE_LIMIT``) and, with
+``model.sample_pool`` null, where it rakes (``RAKING_NOISE_LIMIT``); the docs quote it for the
+tables the tuning rounds and the grid ran on. Each row runs only the releases of a default
+``DPCGAN.fit`` (one training step) at the default privacy settings: on Adult's validation
+protocol (80% of its train split, as ``tune_adult.py`` fits, and that script's small tables
+drawn from it) and on each data set's train split (as the grid fits). The release's noise is
+fresh OS entropy, so the released row count, and with it the share, moves slightly from run
+to run. Writes ``results/noise_shares.csv``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+from machine_info import code_commit, machine_line
+from tune_adult import subsample
+
+from rdpgan.cli import compose_run_config
+from rdpgan.data.datasets import load_split, split
+from rdpgan.synthesizer import DPCGAN
+
+OUT = Path(__file__).resolve().parent.parent / "results" / "noise_shares.csv"
+# (protocol, data set, ε, rows, positives): rows None is the whole split.
+SETTINGS = [
+    *(("validation", "adult", eps, None, None) for eps in (8.0, 3.0, 2.0, 1.0)),
+    *(("validation", "adult", 8.0, n, p) for n, p in ((5000, 320), (2000, 128), (700, 45))),
+    *(
+        (
+            ("grid", name, eps, None, None)
+            for name in ("adult", "cervical", "creditcard")
+            for eps in (8.0, 1.0)
+        )
+    ),
+]
+
+
+def main() -> None:
+    commit, started = code_commit(), datetime.now(timezone.utc)
+    rows = []
+    for protocol, name, epsilon, n, positives in SETTINGS:
+        cfg = compose_run_config([f"dataset={name}"])
+        table, train_rows, _ = load_split(cfg.dataset)
+        if protocol == "validation":
+            train_rows, _ = split(train_rows, table.target, 0.2, 1)
+            if n is not None:
+                train_rows = subsample(train_rows, table, n, positives)
+        model = DPCGAN(
+            epsilon=epsilon,
+            privacy=cfg.privacy,
+            model=cfg.model,
+            train=replace(cfg.train, steps=1, progress=False),
+            device="cpu",
+        ).fit(train_rows, table.target, table.schema, table.positive_label)
+        noise = model.marginal_noise()
+        model.model_config = replace(model.model_config, sample_pool=None)  # the null rule
+        rows.append(
+            {
+                "protocol": protocol,
+                "dataset": name,
+                "epsilon": epsilon,
+                "rows": len(train_rows),
+                "released_rows": model.released_rows,
+                "marginal_noise": round(noise, 3),
+                "share": float(f"{noise / model.released_rows:.3g}"),
+                "tilted": model.tilting(),
+                "raked_if_pool_null": model.raking_pool() > 1,
+            }
+        )
+        print(rows[-1], flush=True)
+    frame = pd.DataFrame(rows).assign(
+        command=shlex.join(["python", "scripts/noise_shares.py", *sys.argv[1:]]),
+        commit=commit,
+        date=f"{started:%Y-%m-%d %H:%M} UTC",
+        machine=machine_line(),
+    )
+    frame.to_csv(OUT, index=False)
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
