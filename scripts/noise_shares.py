@@ -34,11 +34,9 @@ SETTINGS = [
     *(("validation", "adult", eps, None, None) for eps in (8.0, 3.0, 2.0, 1.0)),
     *(("validation", "adult", 8.0, n, p) for n, p in ((5000, 320), (2000, 128), (700, 45))),
     *(
-        (
-            ("grid", name, eps, None, None)
-            for name in ("adult", "cervical", "creditcard")
-            for eps in (8.0, 1.0)
-        )
+        ("grid", name, eps, None, None)
+        for name in ("adult", "cervical", "creditcard")
+        for eps in (8.0, 1.0)
     ),
 ]
 
