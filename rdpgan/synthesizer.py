@@ -677,8 +677,7 @@ class DPCGAN:
             return 1
         if self.model_config.sample_pool is not None:
             return self.model_config.sample_pool
-        noise = self.marginal_noise()
-        return RAKING_POOL if noise <= RAKING_NOISE_LIMIT * self.released_rows else 1
+        return RAKING_POOL if self._marginals_within(RAKING_NOISE_LIMIT) else 1
 
     def tilting(self) -> bool:
         """Whether sampling is tilted: ``model.tilt_sampling``, or (null) where the released
@@ -687,7 +686,12 @@ class DPCGAN:
             return False
         if self.model_config.tilt_sampling is not None:
             return self.model_config.tilt_sampling
-        return self.marginal_noise() <= TILT_NOISE_LIMIT * self.released_rows
+        return self._marginals_within(TILT_NOISE_LIMIT)
+
+    def _marginals_within(self, limit: float) -> bool:
+        """Whether the noise std on one released count is at most ``limit`` of the released
+        row count: the public test of precision that the null settings apply."""
+        return self.marginal_noise() <= limit * self.released_rows
 
     def marginal_noise(self) -> float:
         """The noise std on one released count of the marginals: public, from the ledger."""
@@ -718,9 +722,13 @@ class DPCGAN:
                     values[rows], codes[rows] = parts
         return values.cpu().numpy(), codes.cpu().numpy()
 
+    def _bf16_products(self) -> bool:
+        """Whether sampling's matrix products run in bfloat16: where asked for and native."""
+        return bool(self.model_config.bf16_sampling and native_bf16(self.device))
+
     def _products(self) -> Any:
-        """The precision of sampling's matrix products: bfloat16 where asked for and native."""
-        bf16 = self.model_config.bf16_sampling and native_bf16(self.device)
+        """The precision context of sampling's matrix products (:meth:`_bf16_products`)."""
+        bf16 = self._bf16_products()
         return torch.autocast(self.device.type, torch.bfloat16) if bf16 else nullcontext()
 
     def _class_tilts(self) -> list[list[torch.Tensor]] | None:
@@ -729,7 +737,7 @@ class DPCGAN:
         if not self.tilting():
             return None
         assert self.generator is not None and self.marginals is not None
-        bf16 = self.model_config.bf16_sampling and native_bf16(self.device)
+        bf16 = self._bf16_products()
         with self._tilts_lock:
             if bf16 not in self._tilts:
                 state = np.random.SeedSequence([self.seed, TILT_STREAM]).generate_state(1)
