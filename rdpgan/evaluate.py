@@ -24,7 +24,7 @@ from rdpgan.config import EvaluateConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.fidelity import fidelity_scores
 from rdpgan.io import read_json, write_json
-from rdpgan.runs import load_run_tables, require_finished
+from rdpgan.runs import load_run_tables, require_finished, require_held_out
 from rdpgan.utility import UtilityScores, classifier_auroc
 
 register_configs()
@@ -64,14 +64,17 @@ def evaluate_run(
     ``real_scores`` lets a caller that evaluates many runs of one split reuse the reference row.
     """
     run_dir = Path(run_dir)
-    require_finished(run_dir, "model.json", "synthetic.csv", "test.csv")
+    require_finished(run_dir, "model.json", "synthetic.csv", "run.json")
+    config = read_run_config(run_dir)
+    require_held_out(config, "evaluation")
+    require_finished(run_dir, "test.csv")
     meta = read_json(run_dir / "model.json")
     schema = Schema.from_specs(meta["schema"])
     target, positive = meta["target"], meta["positive_label"]
-    test = schema.conform(pd.read_csv(run_dir / "test.csv"))
-    synthetic = schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
+    test = schema.read_csv(run_dir / "test.csv")
+    synthetic = schema.read_csv(run_dir / "synthetic.csv")
     # First: rebuilding the train split is the step that can fail on bad input.
-    real_rows = load_run_tables(read_run_config(run_dir), run_dir)[0]
+    real_rows = load_run_tables(config, run_dir)[0]
     if real_scores is None and real:
         real_scores = score_table(real_rows, test, schema, target, positive, seed, n_jobs)
     result = score_table(synthetic, test, schema, target, positive, seed, n_jobs).to_dict()

@@ -323,7 +323,7 @@ def _gaussian_tables(
     details = {"sensitivity": sensitivity, "tables": len(tables)}
     ledger.record(Release(name, "gaussian", sigma, 1.0, 1, details))
     flat = np.concatenate([t.ravel() for t in tables])
-    noisy = flat + rng.normal(0.0, sigma * sensitivity, size=flat.shape)
+    noisy = noisy_histogram(flat, sigma * sensitivity, rng)
     splits = np.cumsum([t.size for t in tables])[:-1]
     return [
         (part.reshape(t.shape), sigma * sensitivity)

@@ -34,7 +34,7 @@ from rdpgan.io import atomic_write, read_json
 from rdpgan.privacy.ledger import LEDGER_FILE
 from rdpgan.privacy.tradeoff import clt_mu, gdp_tradeoff, privacy_profile, tradeoff
 from rdpgan.quality import write_quality
-from rdpgan.runs import load_run_tables, require_finished
+from rdpgan.runs import load_run_tables, require_finished, require_held_out
 from rdpgan.synthesizer import DPCGAN
 
 matplotlib.use("Agg")
@@ -155,11 +155,13 @@ def write_report(run_dir: str | Path, seed: int = 0) -> AuditResult:
     """Write the privacy report and the quality report of a finished run."""
     run_dir = Path(run_dir)
     require_finished(run_dir, "model.json", LEDGER_FILE, "synthetic.csv", "run.json")
+    config = read_run_config(run_dir)
+    require_held_out(config, "the privacy audit (members against held-out rows)")
     model = DPCGAN.load(run_dir)
     assert model.transformer is not None
     schema = model.transformer.schema
-    train, holdout, _ = load_run_tables(read_run_config(run_dir), run_dir)
-    synthetic = schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
+    train, holdout, _ = load_run_tables(config, run_dir)
+    synthetic = schema.read_csv(run_dir / "synthetic.csv")
     result = audit(model.transformer, train, holdout, synthetic, seed)
     ledger = read_json(run_dir / LEDGER_FILE)
     bound = guarantee_tpr(ledger)

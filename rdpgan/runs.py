@@ -18,16 +18,13 @@ import pandas as pd
 from rdpgan import checkpoint
 from rdpgan.cli import RUN_RECORD
 from rdpgan.config import RunConfig
+from rdpgan.data.loading import load_tables
 from rdpgan.data.schema import Schema
+from rdpgan.data.schema_file import read_schema_file, schema_yaml
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import atomic_write
 from rdpgan.privacy.ledger import LEDGER_FILE, Release
-from rdpgan.privacy.private_schema import (
-    SchemaRelease,
-    load_tables,
-    read_schema_file,
-    schema_yaml,
-)
+from rdpgan.privacy.private_schema import SchemaRelease
 from rdpgan.privacy.randomness import SCHEMA_STREAM, SecretRandomness
 
 RELEASED_SCHEMA = "schema.yaml"
@@ -82,3 +79,12 @@ def require_finished(run_dir: Path, *names: str) -> None:
     for name in names:
         if not (run_dir / name).is_file():
             raise UserInputError(f"{run_dir} is not a finished run: {name} is missing")
+
+
+def require_held_out(cfg: RunConfig, what: str) -> None:
+    """A one-line error when the run held no rows out (``dataset.test_size=0``)."""
+    if cfg.dataset.test_size == 0:
+        raise UserInputError(
+            f"{what} needs held-out real rows, and this run trained on every row "
+            "(dataset.test_size=0); train with dataset.test_size > 0 to evaluate"
+        )

@@ -43,8 +43,8 @@ from rdpgan.config import (
     public_privacy_settings,
     with_absent_train_settings,
 )
-from rdpgan.data.datasets import check_target, classes_released
 from rdpgan.data.schema import Schema
+from rdpgan.data.target import check_target, classes_released
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, read_json, write_json
 from rdpgan.models import Discriminator, Generator, native_bf16
@@ -391,8 +391,10 @@ class DPCGAN:
         df: pd.DataFrame,
         device: str = "auto",
         noise_seed: int | None = None,
+        schema: Schema | None = None,
     ) -> DPCGAN:
-        """Continue a checkpointed run on the same private rows.
+        """Continue a checkpointed run on the same private rows (conformed with ``schema``,
+        which must be the checkpoint's: refused when an edited ``schema.yaml`` differs).
 
         Steps charged before the crash stay charged (the ledger file is written ahead of the
         steps it covers), so the resumed run can only spend what is left of the budget. A run
@@ -423,8 +425,15 @@ class DPCGAN:
                 f"the run in {directory} has a damaged checkpoint.json or privacy.json"
             ) from exc
         assert model.transformer is not None
-        target, schema = model.transformer.target, model.transformer.schema
-        features, labels = model._encoded_rows(df, target, schema, classes_released(schema, target))
+        target, trained = model.transformer.target, model.transformer.schema
+        if schema is not None and schema.to_specs() != trained.to_specs():
+            raise UserInputError(
+                f"the schema the rows were read with is not the one the run in {directory} "
+                "was trained with (was its schema.yaml edited?); restore it to resume"
+            )
+        features, labels = model._encoded_rows(
+            df, target, trained, classes_released(trained, target)
+        )
         first_step = int(meta["step"]) + 1
         secret = model._secret(first_step)
         return model._train(features, labels, directory, secret, resume_from=(meta, tensors))

@@ -35,6 +35,7 @@ from rdpgan.cli import (
     write_run_config,
 )
 from rdpgan.config import RunConfig, register_configs
+from rdpgan.data.split import check_test_size
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
 from rdpgan.privacy.ledger import LEDGER_FILE, Release
@@ -45,6 +46,7 @@ from rdpgan.runs import (
     load_run_tables,
     record_schema,
     release_run_tables,
+    require_held_out,
 )
 from rdpgan.synthesizer import DPCGAN, resolve_device
 from rdpgan.threads import apply_thread_policy
@@ -68,11 +70,14 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
     if distributed.world_size() > 1:
         refuse_under_torchrun(cfg)
     if cfg.resume:
-        model, test_rows = resume(cfg, out)
-        return finish(model, test_rows, cfg, out)
+        model, test_rows, held_out = resume(cfg, out)
+        return finish(model, test_rows, cfg, out, held_out)
     if lead:  # (the others would see what rank 0 has begun to write)
         refuse_used_directory(out)
     check_sample_size(cfg.sample.n)
+    check_test_size(cfg.dataset.test_size)
+    if cfg.evaluate:
+        require_held_out(cfg, "evaluate=true")
     model = DPCGAN(  # first: its checks of the settings come before any release
         epsilon=cfg.epsilon,
         delta=cfg.delta,
@@ -103,7 +108,7 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         print(f"{kind} schema: {schema.summary(cfg.epsilon)}; see {out / RELEASED_SCHEMA}")
     positive = cfg.dataset.positive_label if schema.positive is None else schema.positive
     model.fit(train_rows, cfg.dataset.target, schema, positive, out if lead else None)
-    return finish(model, test_rows, cfg, out) if lead else model
+    return finish(model, test_rows, cfg, out, cfg.dataset.test_size > 0) if lead else model
 
 
 def refuse_under_torchrun(cfg: RunConfig) -> None:
@@ -117,19 +122,24 @@ def refuse_under_torchrun(cfg: RunConfig) -> None:
         )
 
 
-def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame]:
-    """Continue the run in ``out`` with the settings it was started with."""
+def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame, bool]:
+    """Continue the run in ``out`` with the settings it was started with: (model, held-out
+    rows, whether the run holds rows out)."""
     saved = read_run_config(out)
     check_sample_size(cfg.sample.n)
+    if cfg.evaluate:
+        require_held_out(saved, "evaluate=true")
     if (out / "synthetic.csv").is_file():
         raise UserInputError(f"the run in {out} has finished; it will not train further")
     if stopped_before_training(out):
         raise UserInputError(_STOPPED_EARLY.format(out=out))
     saved.data.root = cfg.data.root or saved.data.root
-    train_rows, test_rows, _ = load_run_tables(saved, out)  # the run's own schema and rows
+    train_rows, test_rows, release = load_run_tables(saved, out)  # the run's own schema, rows
     # noise_seed is never saved with a run: only this command's own can key the noise.
-    model = DPCGAN.resume(out, train_rows, device=cfg.device, noise_seed=cfg.privacy.noise_seed)
-    return model, test_rows
+    model = DPCGAN.resume(
+        out, train_rows, device=cfg.device, noise_seed=cfg.privacy.noise_seed, schema=release.schema
+    )
+    return model, test_rows, saved.dataset.test_size > 0
 
 
 def spending_record(path: Path) -> bool:
@@ -169,12 +179,16 @@ def writing(out: Path, write: Callable[[], None]) -> None:
         raise UserInputError(f"cannot write outputs to {out}: {exc.strerror or exc}") from exc
 
 
-def finish(model: DPCGAN, test_rows: pd.DataFrame, cfg: RunConfig, out: Path) -> DPCGAN:
-    """Sample and write the outputs (``synthetic.csv`` last: its presence means 'done')."""
+def finish(
+    model: DPCGAN, test_rows: pd.DataFrame, cfg: RunConfig, out: Path, held_out: bool
+) -> DPCGAN:
+    """Sample and write the outputs (``synthetic.csv`` last: its presence means 'done'), and
+    the held-out rows as ``test.csv`` when the run holds any out."""
     synthetic = model.sample(cfg.sample.n)
 
     def write_all() -> None:
-        atomic_write(out / "test.csv", lambda tmp: test_rows.to_csv(tmp, index=False))
+        if held_out:  # (dataset.test_size=0: no sensitive file the user did not ask for)
+            atomic_write(out / "test.csv", lambda tmp: test_rows.to_csv(tmp, index=False))
         model.save(out)
         write_json(out / "metrics.json", model.metrics)
         atomic_write(out / "synthetic.csv", lambda tmp: synthetic.to_csv(tmp, index=False))

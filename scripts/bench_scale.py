@@ -34,7 +34,7 @@ from any_csv import timed_train  # scripts/, beside this file
 from machine_info import code_commit, machine_line
 
 from rdpgan.cli import compose_run_config
-from rdpgan.data.datasets import load_split
+from rdpgan.data.loading import load_split
 from rdpgan.data.schema import Continuous, Schema
 from rdpgan.evaluate import score_table
 from rdpgan.io import atomic_write, read_json
@@ -99,7 +99,7 @@ def main() -> None:
             ]
             run = Path(work) / f"run_{n}"
             _, seconds = timed_train(args, run)
-            synthetic = schema.conform(pd.read_csv(run / "synthetic.csv"))
+            synthetic = schema.read_csv(run / "synthetic.csv")
             metrics = read_json(run / "metrics.json")
             ledger = read_json(run / "privacy.json")
             cap = min(options.eval_rows, len(synthetic), len(real))

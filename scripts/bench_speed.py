@@ -31,7 +31,7 @@ from machine_info import code_commit, cpu_model
 
 from rdpgan.cli import compose_run_config
 from rdpgan.config import ModelConfig, TrainConfig
-from rdpgan.data.datasets import load_split
+from rdpgan.data.loading import load_split
 from rdpgan.io import atomic_write
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD

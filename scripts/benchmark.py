@@ -47,7 +47,7 @@ from machine_info import code_commit
 from omegaconf import DictConfig, OmegaConf
 
 from rdpgan.cli import compose_run_config, existing_files, remove_new_files
-from rdpgan.data.datasets import Table, load_split
+from rdpgan.data.loading import Table, load_split
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.evaluate import score_table
@@ -223,7 +223,7 @@ def train_and_score(
     model = train_run(run_cfg, run_dir)
     train_seconds = time.perf_counter() - started
     table, train, test = load_split(run_cfg.dataset, run_cfg.data.root)
-    synthetic = table.schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
+    synthetic = table.schema.read_csv(run_dir / "synthetic.csv")
     epsilon_spent = model.ledger.to_dict()["epsilon_spent"]
     row = scored_row(cfg, table, train, test, synthetic, real, epsilon_spent, train_seconds)
     append_row(csv, {**keys, **row})
@@ -289,7 +289,7 @@ def run_peer_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path)
     run_dir = out / f"repeat{repeat}"
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(run_dir / "synthetic.csv", lambda tmp: synthetic.to_csv(tmp, index=False))
-    synthetic = table.schema.conform(pd.read_csv(run_dir / "synthetic.csv"))
+    synthetic = table.schema.read_csv(run_dir / "synthetic.csv")
     # epsilon_spent: by the mechanism's own zCDP accounting (ρ from (ε, δ)), not a ledger.
     row = scored_row(cfg, table, train, test, synthetic, real, epsilon, train_seconds)
     rounds = {"rounds": cfg.aim_rounds if cfg.method == "aim" else None}

@@ -25,7 +25,8 @@ from machine_info import code_commit, machine_line
 from tune_adult import subsample
 
 from rdpgan.cli import compose_run_config
-from rdpgan.data.datasets import load_split, split
+from rdpgan.data.loading import load_split
+from rdpgan.data.split import VALIDATION_KEY, split
 from rdpgan.synthesizer import DPCGAN
 
 OUT = Path(__file__).resolve().parent.parent / "results" / "noise_shares.csv"
@@ -48,7 +49,7 @@ def main() -> None:
         cfg = compose_run_config([f"dataset={name}"])
         table, train_rows, _ = load_split(cfg.dataset)
         if protocol == "validation":
-            train_rows, _ = split(train_rows, table.target, 0.2, 1)
+            train_rows, _ = split(train_rows, 0.2, VALIDATION_KEY)
             if n is not None:
                 train_rows = subsample(train_rows, table, n, positives)
         model = DPCGAN(

@@ -27,7 +27,7 @@ import xgboost
 from sklearn.metrics import roc_auc_score
 
 from rdpgan.cli import compose_run_config
-from rdpgan.data.datasets import load_split
+from rdpgan.data.loading import load_split
 from rdpgan.data.schema import Categorical
 from rdpgan.utility import CLASSIFIERS, classifier_auroc, make_classifier, make_preprocessor
 

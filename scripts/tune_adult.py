@@ -26,7 +26,8 @@ from machine_info import code_commit, machine_line
 
 from rdpgan.cli import compose_run_config
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
-from rdpgan.data.datasets import load_split, split
+from rdpgan.data.loading import load_split
+from rdpgan.data.split import VALIDATION_KEY, split
 from rdpgan.evaluate import score_table
 from rdpgan.fidelity import fidelity_scores
 from rdpgan.synthesizer import DPCGAN
@@ -464,7 +465,7 @@ def main() -> None:
     table, train_rows, _test_rows_never_used = load_split(
         compose_run_config(["dataset=adult"]).dataset
     )
-    fit_rows, validation = split(train_rows, table.target, 0.2, 1)
+    fit_rows, validation = split(train_rows, 0.2, VALIDATION_KEY)
     if args.rows is not None:
         fit_rows = subsample(fit_rows, table, args.rows, args.positives)
     done = pd.read_csv(OUT) if OUT.is_file() else pd.DataFrame(columns=["name", "seed", "epsilon"])

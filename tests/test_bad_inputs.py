@@ -11,8 +11,8 @@ import yaml
 
 from rdpgan.cli import compose_run_config
 from rdpgan.config import SchemaConfig
+from rdpgan.data.loading import load_tables
 from rdpgan.data.schema import Categorical, Continuous
-from rdpgan.privacy.private_schema import load_tables
 from tests.conftest import FAST, run_cli
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"

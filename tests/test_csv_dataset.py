@@ -12,17 +12,16 @@ import yaml
 
 from rdpgan.cli import compose_run_config, read_run_config
 from rdpgan.config import DatasetConfig, SchemaConfig
+from rdpgan.data import loading
+from rdpgan.data.loading import inferred_schema, load_tables, resolve_schema
+from rdpgan.data.target import one_vs_rest
 from rdpgan.errors import UserInputError
-from rdpgan.privacy import private_schema as private_schema_module
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism_probabilities
 from rdpgan.privacy.private_schema import (
     ROUND_GRID,
     dp_round_quantile,
-    inferred_schema,
-    one_vs_rest,
     private_schema,
-    resolve_schema,
     round_quantile_scores,
 )
 from rdpgan.runs import load_run_tables, release_run_tables
@@ -107,7 +106,7 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
 
     # Resume, evaluation and the report read the released schema back: nothing is released twice.
     assert [c["name"] for c in written["columns"]] == list(columns)
-    monkeypatch.setattr(private_schema_module, "private_schema", forbidden_release)
+    monkeypatch.setattr(loading, "private_schema", forbidden_release)
     train, _, again = load_run_tables(read_run_config(run), run)
     assert again.schema.to_specs() == read(run, "model.json")["schema"] and not again.releases
     assert list(train.columns) == list(columns)
@@ -181,7 +180,7 @@ def test_the_private_schema_noise_does_not_follow_from_the_seed(messy_csv, monke
         states.append(str(args[5].bit_generator.state))  # the rng, after the budget
         return private_schema(*args)
 
-    monkeypatch.setattr(private_schema_module, "private_schema", spy)
+    monkeypatch.setattr(loading, "private_schema", spy)
     base = csv_args(messy_csv, "schema=private", "+schema.candidates.grade=[A,B,C]")
     for overrides in (
         ["seed=1"],
@@ -315,11 +314,11 @@ def test_one_vs_rest_keeps_missing_and_relabels_the_rest():
 
 
 def test_type_overrides_make_a_numeric_column_categorical():
-    frame = pd.DataFrame({"code": [1, 2, 1, 2], "y": ["a", "b", "a", "b"]})
+    frame = pd.DataFrame({"code": ["1", "2", "1", "2"], "y": ["a", "b", "a", "b"]})
     config = SchemaConfig(source="unsafe_infer", types={"code": "categorical"})
     dataset = DatasetConfig(name="t", file="", target="y")
-    rows, release = resolve_schema(frame, dataset, config, (1.0, 1e-5), np.random.default_rng(0))
-    assert release.schema["code"].levels == (1, 2) and list(rows.columns) == ["code", "y"]
+    release = resolve_schema(frame, dataset, config, (1.0, 1e-5), np.random.default_rng(0))
+    assert release.schema["code"].levels == ("1", "2") and release.schema.names == ["code", "y"]
 
 
 @pytest.mark.parametrize("q", [0.05, 0.5, 0.95])
@@ -394,11 +393,7 @@ def test_a_reused_one_vs_rest_schema_needs_its_positive_label(tmp_path):
     for positive in (None, "q"):
         dataset = DatasetConfig(name="t", path=str(path), target="y", positive_label=positive)
         with pytest.raises(UserInputError, match="positive_label=p"):
-            private_schema_module.load_tables(
-                dataset, config, None, (8.0, 1e-5), np.random.default_rng(0)
-            )
+            load_tables(dataset, config, None, (8.0, 1e-5), np.random.default_rng(0))
     dataset = DatasetConfig(name="t", path=str(path), target="y", positive_label="p")
-    train, _, _ = private_schema_module.load_tables(
-        dataset, config, None, (8.0, 1e-5), np.random.default_rng(0)
-    )
+    train, _, _ = load_tables(dataset, config, None, (8.0, 1e-5), np.random.default_rng(0))
     assert set(train["y"]) == {"p", "not p"}

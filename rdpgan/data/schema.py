@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -287,6 +288,11 @@ class Schema:
 
     def dtypes(self) -> dict[str, str]:
         return {c.name: c.dtype for c in self.columns}
+
+    def read_csv(self, path: str | Path) -> pd.DataFrame:
+        """A CSV this schema's rows were written to (``synthetic.csv``, ``test.csv``), read as
+        text and conformed cell by cell (left to pandas, one blank would retype a column)."""
+        return self.conform(pd.read_csv(path, dtype=str))
 
     def conform(self, df: pd.DataFrame) -> pd.DataFrame:
         """Check ``df`` has exactly the schema's columns and cast it to the declared dtypes.

@@ -80,8 +80,8 @@ def validate_budget(epsilon: float, delta: float, n_rows: float | None = None) -
         raise UserInputError(f"delta must be in (0, 1), got {delta}")
     if n_rows is not None and delta >= 1.0 / max(n_rows, 1.0):
         raise UserInputError(
-            f"delta={delta} is not below 1/n (n≈{n_rows:.0f} training rows); a delta that large "
-            "allows publishing a row outright"
+            f"delta={delta} is not below 1/n for this table's training rows; a delta that large "
+            "allows publishing a row outright (the row count is not shown: it is private)"
         )
 
 

@@ -1,9 +1,11 @@
-"""Column domains for any CSV: declared (free), released with DP (paid), or read off (unsafe).
+"""Column domains for any CSV, released with DP (``schema=private``) and paid from the budget.
 
-The generator may only use domains that are public or paid for. This module turns a raw table
-and a :class:`~rdpgan.config.SchemaConfig` into a :class:`SchemaRelease`: the schema, the pure
-epsilon-DP releases that produced it (composed into the run's ledger by the synthesizer), and
-the notes that mark a run NOT end-to-end private when the user opted out.
+The generator may only use domains that are public or paid for. :mod:`rdpgan.data.loading`
+hands this module the training rows' cells (text) and a :class:`~rdpgan.config.SchemaConfig`;
+it returns a :class:`SchemaRelease`: the schema, and the releases that produced it (composed
+into the run's ledger by the synthesizer). A declared schema (free) and one read off the rows
+(``unsafe_infer``, marked NOT end-to-end private) are built in :mod:`rdpgan.data.loading` and
+carried in the same record.
 
 ``private`` spends ``epsilon_fraction`` of the budget, split evenly over its queries (every row
 touches every column, so the queries compose sequentially):
@@ -22,30 +24,26 @@ touches every column, so the queries compose sequentially):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
-from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
 from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
-from rdpgan.data.datasets import check_target, classes_released, read_frame, split
 from rdpgan.data.schema import Categorical, Schema
+from rdpgan.data.target import (
+    class_key,
+    one_vs_rest,
+    one_vs_rest_classes,
+    released_classes_only,
+)
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import Release, basic_epsilon
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism
 from rdpgan.privacy.mechanisms.laplace import laplace_noise
 from rdpgan.privacy.mechanisms.stability import stable_keys
 
-SOURCES = ("declared", "private", "unsafe_infer")
-KINDS = ("continuous", "categorical")
-UNSAFE_NOTE = (
-    "NOT END-TO-END PRIVATE: schema=unsafe_infer read the bounds and levels of every column "
-    "off the private rows (min/max and distinct values leak outliers and rare categories)"
-)
 # 0 and ±{1, 1.5, 2, 3, 5, 7} × 10^k for k = -3..9: round bounds from probabilities to money.
 ROUND_GRID = np.unique(
     np.concatenate(
@@ -101,120 +99,6 @@ class SchemaRelease:
         if self.releases:
             line += f"; epsilon {self.epsilon:.3g} of {epsilon:g}, delta {self.delta:.2g}"
         return line
-
-
-def one_vs_rest(frame: pd.DataFrame, target: str, positive: Any) -> pd.DataFrame:
-    """The target as two classes: ``positive`` and ``not <positive>`` (a public relabelling),
-    matched by :func:`class_key` (1 = 1.0, ">50K." = ">50K")."""
-    labels = frame[target]
-    matches = labels.map(class_key, na_action="ignore") == class_key(positive)
-    out = frame.copy()
-    out[target] = np.where(matches, str(positive), f"not {positive}")
-    out.loc[labels.isna(), target] = np.nan
-    return out
-
-
-def _check_types(frame: pd.DataFrame, config: SchemaConfig) -> None:
-    for name, kind in config.types.items():
-        if name not in frame.columns:
-            raise UserInputError(f"schema.types names {name!r}, which is not a column")
-        if kind not in KINDS:
-            raise UserInputError(f"schema.types.{name} must be continuous or categorical")
-
-
-def column_kinds(frame: pd.DataFrame, config: SchemaConfig, target: str) -> dict[str, str]:
-    """Continuous for numeric dtypes, categorical otherwise; ``config.types`` overrides."""
-    _check_types(frame, config)
-    kinds = {}
-    for name in frame.columns:
-        series = frame[name]
-        numeric = is_numeric_dtype(series) and not is_bool_dtype(series)
-        kinds[name] = config.types.get(name, "continuous" if numeric else "categorical")
-    kinds[target] = "categorical"
-    return kinds
-
-
-def declared_schema(dataset: DatasetConfig, config: SchemaConfig) -> Schema:
-    """The dataset's declared columns, or the column list in ``config.file``."""
-    if config.file is None:
-        if not dataset.columns:
-            raise UserInputError(
-                f"dataset {dataset.name!r} declares no schema columns; give schema.file=FILE, "
-                "or use schema=private (paid from epsilon) or schema=unsafe_infer"
-            )
-        return Schema.from_specs(dataset.columns)
-    return read_schema_file(Path(config.file))
-
-
-def read_schema_file(path: Path) -> Schema:
-    """A YAML list of column specs, or a mapping with such a list under ``columns`` (the
-    ``schema.yaml`` a run writes)."""
-    if not path.is_file():
-        raise UserInputError(f"schema file {path} not found")
-    try:
-        loaded = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise UserInputError(f"schema file {path} is not valid YAML") from exc
-    specs = loaded.get("columns") if isinstance(loaded, dict) else loaded
-    if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
-        raise UserInputError(f"schema file {path} must hold a list of column specs")
-    try:
-        return Schema.from_specs(specs)
-    except TypeError as exc:
-        raise UserInputError(f"schema file {path}: {exc}") from exc
-
-
-def _dropped_by_file(config: SchemaConfig, frame: pd.DataFrame, target: str) -> list[str]:
-    """The columns a declared ``schema.yaml`` lists as ``dropped`` (a run's own record of what
-    it left out), so that the file trains again as it is; those not in the data are ignored,
-    and one the file also lists as a column (or the target) is an edited file's mistake."""
-    if config.source != "declared" or config.file is None or not Path(config.file).is_file():
-        return []
-    try:
-        loaded = yaml.safe_load(Path(config.file).read_text())
-    except yaml.YAMLError:
-        return []  # declared_schema reports it
-    dropped = loaded.get("dropped") if isinstance(loaded, dict) else None
-    if not isinstance(dropped, dict):
-        return []
-    columns = loaded.get("columns")
-    kept = (
-        {c.get("name") for c in columns if isinstance(c, dict)}
-        if isinstance(columns, list)
-        else set()
-    )
-    for name in dropped:
-        if name == target or name in kept:
-            raise UserInputError(
-                f"schema file {config.file} lists {name!r} both as dropped and as "
-                + ("the target" if name == target else "a column")
-            )
-    return [n for n in dropped if n in frame.columns and n not in config.drop]
-
-
-def schema_yaml(release: SchemaRelease, source: str) -> str:
-    """``release`` as the YAML ``schema.file=`` reads, with what it cost and what was dropped,
-    so a user can review it, edit it and declare it next time."""
-    head = {
-        "private": f"Released with DP (schema=private): epsilon {release.epsilon:.4g}, "
-        f"delta {release.delta:.3g} (in the run's privacy.json, unless privacy=none).",
-        "unsafe_infer": "NOT PRIVATE: read off the rows (schema=unsafe_infer).",
-        "declared": "Declared (public), as given.",
-    }[source]
-    defaults = asdict(ColumnSpec())
-    columns = [
-        {
-            key: value
-            for key, value in spec.items()
-            if key in ("name", "kind") or value != defaults[key]
-        }
-        for spec in release.schema.to_specs()
-    ]
-    body = {"columns": columns, "dropped": dict(release.dropped)}
-    return (
-        f"# {head}\n# Reuse it as a declared schema (free): schema.file=schema.yaml\n"
-        + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
-    )
 
 
 def round_quantile_scores(
@@ -428,17 +312,6 @@ def _quantiles(config: SchemaConfig) -> tuple[float, float]:
     return lo_q, hi_q
 
 
-def class_key(value: Any) -> str:
-    """A class label's identity when matching ``dataset.positive_label``: numbers by value, and
-    text without surrounding spaces or one trailing dot (UCI's test files write ">50K.")."""
-    text = str(value).strip()
-    try:
-        number = float(text)
-    except ValueError:
-        return text[:-1] if text.endswith(".") and len(text) > 1 else text
-    return str(int(number)) if number.is_integer() else repr(number)
-
-
 def private_target(
     frame: pd.DataFrame,
     dataset: DatasetConfig,
@@ -484,12 +357,6 @@ def private_target(
             "empty, or too few rows hold a class for it to survive the noise"
         )
     return released_classes_only(frame, target, classes), classes, positive
-
-
-def released_classes_only(frame: pd.DataFrame, target: str, classes: list[Any]) -> pd.DataFrame:
-    """The rows whose target is one of ``classes``: a rule applied to each row alone."""
-    read = Categorical(target, tuple(classes), missing=True, unlisted_as_missing=True)
-    return frame[read.encode(frame[target]) < len(classes)].reset_index(drop=True)
 
 
 def _check_private_settings(config: SchemaConfig) -> None:
@@ -559,228 +426,3 @@ def private_schema(
     schema.one_vs_rest = positive if collapsed else None
     schema.positive = str(positive) if collapsed else positive
     return frame, schema
-
-
-def inferred_schema(
-    frame: pd.DataFrame, config: SchemaConfig, target: str, target_levels: list[Any]
-) -> SchemaRelease:
-    """Bounds and levels read off the data: NOT private, and the release says so."""
-    kinds = column_kinds(frame, config, target)
-    specs: list[ColumnSpec] = []
-    dropped: dict[str, str] = {}
-    for name in frame.columns:
-        series = frame[name]
-        missing = bool(series.isna().any())
-        if name == target:
-            specs.append(ColumnSpec(name, "categorical", levels=list(target_levels)))
-        elif kinds[name] == "continuous":
-            values = pd.to_numeric(series, errors="coerce")
-            finite = values[np.isfinite(values)]  # +-inf are clipped to the bounds, as any value
-            lo, hi = finite.min(), finite.max()
-            if not lo < hi:
-                dropped[name] = "constant (or empty)"
-                continue
-            integer = is_integer_dtype(series)
-            specs.append(ColumnSpec(name, "continuous", lo, hi, integer=integer, missing=missing))
-        else:
-            levels = sorted(series.dropna().unique().tolist(), key=str)
-            if len(levels) > config.max_levels:
-                dropped[name] = (
-                    f"{len(levels)} distinct values (more than schema.max_levels="
-                    f"{config.max_levels}; free text or an identifier?)"
-                )
-            elif len(levels) < 2:
-                dropped[name] = "constant (or empty)"
-            else:
-                # Levels absent from the train split (e.g. in held-out rows) read as missing.
-                specs.append(
-                    ColumnSpec(
-                        name, "categorical", levels=levels, missing=True, unlisted_as_missing=True
-                    )
-                )
-    return SchemaRelease(Schema.from_specs(specs), [], [UNSAFE_NOTE], dropped)
-
-
-def one_vs_rest_classes(positive: Any) -> list[str]:
-    return [str(positive), f"not {positive}"]
-
-
-def _target_levels(
-    frame: pd.DataFrame, dataset: DatasetConfig, declared: Schema | None
-) -> tuple[pd.DataFrame, Categorical]:
-    """The rows and the target's public classes (declared, or read off the rows under
-    ``unsafe_infer``), collapsed to one-vs-rest around ``dataset.positive_label`` when there
-    are more than two, or when the declared classes are already such a pair (a reused
-    ``schema.yaml``). A declared target that reads other values as missing (a released schema)
-    leaves those rows out, as the run that released it did, instead of refusing."""
-    target, positive = dataset.target, dataset.positive_label
-    column = declared[target] if declared is not None else None
-    if column is not None and not isinstance(column, Categorical):
-        raise UserInputError(f"target {target!r} must be a categorical column in the schema")
-    released = column is not None and column.unlisted_as_missing
-    if frame[target].isna().any() and not released:
-        raise UserInputError(f"target column {target!r} has missing values")
-    if column is None:
-        column = Categorical(target, tuple(sorted(frame[target].unique().tolist(), key=str)))
-    levels = list(column.levels)
-    if released and levels == one_vs_rest_classes(levels[0]) and str(positive) != levels[0]:
-        # Without it the rows' own classes would all read as missing but one spelled alike.
-        raise UserInputError(
-            f"target {target!r} was released as {levels[0]!r} vs the rest; set "
-            f"dataset.positive_label={levels[0]}"
-        )
-    if positive is not None and levels == one_vs_rest_classes(positive):
-        frame = one_vs_rest(frame, target, positive)
-    elif len(levels) > 2:
-        if positive is None:
-            raise UserInputError(
-                f"target {target!r} has {len(levels)} classes; set dataset.positive_label=CLASS "
-                "to model CLASS vs the rest"
-            )
-        frame = one_vs_rest(frame, target, positive)
-        column = Categorical(target, tuple(one_vs_rest_classes(positive)))
-    if released:
-        frame = released_classes_only(frame, target, list(column.levels))
-    return frame, column
-
-
-def _released_target(
-    frame: pd.DataFrame, dataset: DatasetConfig, released: Schema
-) -> tuple[pd.DataFrame, SchemaRelease]:
-    """The rows as a run that already released ``released`` saw them (resume, evaluation)."""
-    gone = [name for name in released.names if name not in frame.columns]
-    if gone:
-        raise UserInputError(f"the run's schema names column {gone[0]!r}, not in the data")
-    target, positive = dataset.target, dataset.positive_label
-    classes = list(released[target].levels)
-    release = SchemaRelease(released)
-    if positive is not None and classes == one_vs_rest_classes(positive):
-        frame = one_vs_rest(frame, target, positive)
-        release.one_vs_rest, release.positive = positive, str(positive)
-    else:
-        matches = [
-            c for c in classes if positive is not None and class_key(c) == class_key(positive)
-        ]
-        release.positive = matches[0] if matches else None
-    return released_classes_only(frame, target, classes), release
-
-
-def resolve_schema(
-    frame: pd.DataFrame,
-    dataset: DatasetConfig,
-    config: SchemaConfig,
-    budget: tuple[float, float],
-    rng: np.random.Generator | None,
-    released: Schema | None = None,
-    pay: Callable[[Release], None] | None = None,
-) -> tuple[pd.DataFrame, SchemaRelease]:
-    """The training rows (relabelled, restricted to the schema) and the schema's release.
-
-    ``frame`` must be the training split only: nothing here may look at held-out rows.
-    ``budget`` is the run's (epsilon, delta), of which a private schema spends its fractions.
-    ``released`` is a private schema this run has already paid for: it is used as it is, so
-    resuming or evaluating a run releases nothing new. Otherwise a private schema is drawn
-    with ``rng``, the run's DP noise.
-    """
-    if config.source not in SOURCES:
-        raise UserInputError(f"schema.source must be one of {', '.join(SOURCES)}")
-    unknown = [name for name in config.drop if name not in frame.columns]
-    if unknown:
-        raise UserInputError(f"schema.drop names {unknown[0]!r}, which is not a column")
-    if dataset.target in config.drop:
-        raise UserInputError("schema.drop cannot drop the target")
-    frame = frame.drop(columns=list(config.drop) + _dropped_by_file(config, frame, dataset.target))
-    _check_types(frame, config)
-    if config.source == "private" and released is not None:
-        frame, release = _released_target(frame, dataset, released)
-    elif config.source == "private":
-        if rng is None:
-            raise ValueError("a private schema needs its noise generator")
-        for name in ("epsilon_fraction", "delta_fraction"):
-            if not 0.0 < getattr(config, name) < 1.0:
-                raise UserInputError(f"schema.{name} must be in (0, 1)")
-        epsilon, delta = budget
-        frame, release = private_schema(
-            frame,
-            dataset,
-            config,
-            config.epsilon_fraction * epsilon,
-            config.delta_fraction * delta,
-            rng,
-            pay,
-        )
-    else:
-        declared = declared_schema(dataset, config) if config.source == "declared" else None
-        frame, target = _target_levels(frame, dataset, declared)
-        if declared is None:
-            release = inferred_schema(frame, config, dataset.target, list(target.levels))
-        else:
-            release = SchemaRelease(
-                Schema([c if c.name != target.name else target for c in declared.columns])
-            )
-        positive = dataset.positive_label
-        if positive is not None and list(target.levels) == one_vs_rest_classes(positive):
-            release.one_vs_rest, release.positive = positive, str(positive)
-        if declared is not None:
-            return frame, release  # Schema.conform names any column missing or extra
-    return frame[release.schema.names], release
-
-
-def load_tables(
-    dataset: DatasetConfig,
-    config: SchemaConfig,
-    root: str | None,
-    budget: tuple[float, float],
-    rng: np.random.Generator | None,
-    released: Schema | None = None,
-    check_rows: Callable[[int], None] | None = None,
-    pay: Callable[[Release], None] | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
-    """(train rows, held-out test rows, schema release) for a run, each split conformed.
-
-    A declared schema is applied before the split, exactly as :func:`load_split` does for the
-    registered data sets (same rows in the same split); the others are built from the train
-    split alone, so the held-out rows never influence what the generator may produce. A
-    private schema reads every cell as text (its kinds and levels are released, not guessed
-    by pandas) and splits without stratifying (a stratified split refuses rare or missing
-    classes, and a refusal would tell they exist).
-    ``check_rows`` sees the number of train rows before a schema is drawn from them, and
-    ``pay`` a private schema's cost before its noise (see :func:`private_schema`).
-    """
-    private = config.source == "private"
-    frame = read_frame(dataset, root, as_text=private)
-    if config.source == "declared":
-        frame, release = resolve_schema(frame, dataset, config, budget, rng)
-        frame = release.schema.conform(frame)
-        released = classes_released(release.schema, dataset.target)  # a reused schema.yaml
-        check_target(frame, release.schema, dataset.target, rows=not released)
-        train, test = split(
-            frame, dataset.target, dataset.test_size, dataset.split_seed, stratify=not released
-        )
-        return train, test, release
-    raw_train, raw_test = split(
-        frame, dataset.target, dataset.test_size, dataset.split_seed, stratify=not private
-    )
-    if check_rows is not None:
-        check_rows(len(raw_train))
-    train, release = resolve_schema(raw_train, dataset, config, budget, rng, released, pay)
-    train = _conform_inferred(train, release.schema)
-    # Under a private schema every refusal is decided from released values: how many classes
-    # the rows hold is not one (a class can be released and hold no row; its count is noisy).
-    check_target(train, release.schema, dataset.target, rows=not private)
-    test = raw_test.drop(columns=list(config.drop))
-    if release.one_vs_rest is not None:
-        test = one_vs_rest(test, dataset.target, release.one_vs_rest)
-    classes = list(release.schema[dataset.target].levels)
-    test = released_classes_only(test, dataset.target, classes)
-    return train, _conform_inferred(test[release.schema.names], release.schema), release
-
-
-def _conform_inferred(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
-    """Conform, reading text in a continuous column as missing (a schema not declared by the
-    user cannot promise the values are numbers, and refusing would reveal that one is not)."""
-    frame = frame.copy()
-    for column in schema.columns:
-        if not isinstance(column, Categorical):
-            frame[column.name] = pd.to_numeric(frame[column.name], errors="coerce")
-    return schema.conform(frame)

@@ -31,9 +31,10 @@ import torch
 
 from rdpgan import measure
 from rdpgan.config import DatasetConfig, SchemaConfig
-from rdpgan.data.datasets import classes_released
 from rdpgan.data.discretize import table_sizes
+from rdpgan.data.loading import load_tables
 from rdpgan.data.schema import Schema
+from rdpgan.data.target import classes_released
 from rdpgan.errors import UserInputError
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy import private_schema as private_schema_module
@@ -652,7 +653,7 @@ def test_a_private_run_ends_the_same_way_on_neighbouring_tables(
         queries = GenerousQueries(monkeypatch, replay=first)
         first = first or queries
         try:
-            train, _, release = private_schema_module.load_tables(
+            train, _, release = load_tables(
                 dataset, config, None, (50.0, 1e-3), np.random.default_rng(0)
             )
         except UserInputError as exc:

@@ -28,15 +28,32 @@ from scipy.special import log_ndtr, ndtr
 
 from rdpgan.privacy.mechanisms import _checks
 
+# The released values are rounded to a grid this many times finer than the noise (at least).
+SNAP_RESOLUTION = 1024
+
+
+def snap_grid(sigma: float) -> float:
+    """The public grid a release with noise std ``sigma`` is rounded to: the largest power of
+    two at most ``sigma / SNAP_RESOLUTION`` (so 0.1% of the noise or less)."""
+    return 2.0 ** math.floor(math.log2(sigma / SNAP_RESOLUTION))
+
 
 def noisy_histogram(
     counts: np.ndarray, noise_multiplier: float, rng: np.random.Generator
 ) -> np.ndarray:
-    """Counts plus N(0, sigma^2) per cell (sensitivity 1); may be negative or fractional."""
+    """Counts plus N(0, sigma^2) per cell (sensitivity 1), rounded to :func:`snap_grid`; may be
+    negative or fractional.
+
+    The rounding is post-processing, and it keeps the low-order bits of floating-point noise
+    out of what is published (Mironov 2012 recovers exact counts from them in Laplace
+    samplers' output): every statistic the model keeps derives from these rounded values.
+    """
     if noise_multiplier <= 0:
         raise ValueError("noise_multiplier must be positive")
     counts = np.asarray(counts, dtype=float)
-    return counts + rng.normal(0.0, noise_multiplier, size=counts.shape)
+    noisy = counts + rng.normal(0.0, noise_multiplier, size=counts.shape)
+    grid = snap_grid(noise_multiplier)
+    return np.round(noisy / grid) * grid
 
 
 def gaussian_delta(sigma: float, sensitivity: float, epsilon: float) -> float:

@@ -14,6 +14,7 @@ from rdpgan.privacy.mechanisms.gaussian import (
     gaussian_delta,
     gaussian_noise,
     noisy_histogram,
+    snap_grid,
 )
 
 GRID = [(0.1, 1e-5), (0.5, 1e-6), (0.9, 1e-3), (1.0, 1e-5), (4.0, 1e-8), (40.0, 1e-5)]
@@ -104,9 +105,14 @@ def test_noise_has_the_calibrated_sigma():
         gaussian_noise(1.0, 1.0, 1.0, 1e-5, rng, calibration="optimal")  # type: ignore[arg-type]
 
 
-def test_noisy_histogram_unchanged():
+def test_noisy_histogram_is_rounded_to_a_grid_far_below_its_noise():
     counts = np.array([3, 0, 10])
     expected = counts + np.random.default_rng(5).normal(0.0, 2.0, size=3)
-    np.testing.assert_array_equal(noisy_histogram(counts, 2.0, np.random.default_rng(5)), expected)
+    released = noisy_histogram(counts, 2.0, np.random.default_rng(5))
+    grid = snap_grid(2.0)
+    assert grid == 2.0**-9 and snap_grid(1024.0) == 1.0 and snap_grid(1023.0) == 0.5
+    np.testing.assert_allclose(released, expected, atol=grid / 2)
+    np.testing.assert_array_equal(released / grid, np.round(released / grid))
+    assert not np.array_equal(released, expected)  # the raw float bits are not published
     with pytest.raises(ValueError, match="noise_multiplier"):
         noisy_histogram(counts, 0.0, np.random.default_rng(0))

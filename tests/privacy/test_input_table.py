@@ -1,0 +1,235 @@
+"""The guarantee holds for the table the user hands in: one added row changes the training rows
+by at most that row, before any mechanism runs.
+
+Every test goes through the real loading path (:func:`rdpgan.data.loading.load_tables`: the
+file read, the split, the schema, the conforming) on two neighbouring CSV files, the second
+being the first with one row x inserted somewhere, and compares the encoded rows the generator
+would train on (and those held out) as multisets:
+
+- a declared schema with integer-like levels, a released ``schema.yaml`` reused as
+  ``schema.file=`` (its levels are the text "1", "2", "3"), and a registered data set (Adult);
+- x blank, fractional, a new level, or a duplicate of an existing row;
+- the split of the larger table is the split of the smaller one plus at most x;
+- ``dataset.test_size=0`` trains on every row and holds none out.
+
+Before the per-cell reading and per-row split, each of these failed: pandas typed a column
+from all of its cells (one blank turned "1" into "1.0" and, with a released schema, every value
+of the column into missing), and the split was a permutation of all rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from rdpgan.cli import compose_run_config
+from rdpgan.config import DatasetConfig, SchemaConfig
+from rdpgan.data.loading import load_tables
+from rdpgan.data.schema_file import schema_yaml
+from rdpgan.data.split import row_draws, split
+from rdpgan.errors import UserInputError
+from rdpgan.privacy.ledger import validate_budget
+from rdpgan.transform import TableTransformer
+
+N = 600
+HEADER = ["age", "code", "y"]
+DECLARED = [
+    {"name": "age", "kind": "continuous", "lo": 0, "hi": 100, "integer": True, "missing": True},
+    {
+        "name": "code",
+        "kind": "categorical",
+        "levels": [1, 2, 3],
+        "missing": True,
+        "unlisted_as_missing": True,
+    },
+    {"name": "y", "kind": "categorical", "levels": ["no", "yes"]},
+]
+# x: the row the neighbour adds (the last one: a duplicate of the table's first row).
+ADDED = {
+    "blank": ["40", "", "yes"],
+    "fraction": ["40", "1.5", "yes"],
+    "new level": ["40", "4", "no"],
+    "duplicate": None,
+}
+
+
+def base_rows() -> list[list[str]]:
+    rng = np.random.default_rng(0)
+    return [
+        [str(rng.integers(18, 90)), str(rng.integers(1, 4)), str(rng.choice(["no", "yes"]))]
+        for _ in range(N)
+    ]
+
+
+def write(path: Path, rows: list[list[str]], header: list[str] | None = HEADER) -> str:
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        if header is not None:
+            writer.writerow(header)
+        writer.writerows(rows)
+    return str(path)
+
+
+def neighbours(tmp_path: Path, rows: list[list[str]], x: list[str] | None, **kw) -> tuple[str, str]:
+    """The table, and the table with x inserted at a random place (a duplicate of its first
+    row when x is None)."""
+    x = list(rows[0]) if x is None else x
+    at = int(np.random.default_rng(1).integers(0, len(rows) + 1))
+    return (
+        write(tmp_path / "small.csv", rows, **kw),
+        write(tmp_path / "big.csv", [*rows[:at], x, *rows[at:]], **kw),
+    )
+
+
+def encoded(frame: pd.DataFrame, transformer: TableTransformer) -> Counter:
+    """The rows as the generator sees them (codes, positions and label), as a multiset."""
+    matrix = np.column_stack([transformer.encode(frame), transformer.encode_labels(frame)])
+    return Counter(map(tuple, matrix.round(12).tolist()))
+
+
+def assert_changed_by_one_row(dataset: DatasetConfig, config: SchemaConfig, small: str, big: str):
+    """Both tables loaded; the larger one's training rows are the smaller one's plus at most
+    one row, its held-out rows likewise, and exactly one row was added in all."""
+    loaded = {}
+    for name, path in (("small", small), ("big", big)):
+        dataset.path = path
+        loaded[name] = load_tables(dataset, config, None, (8.0, 1e-5), None)
+    (train_a, test_a, release_a), (train_b, test_b, release_b) = loaded["small"], loaded["big"]
+    assert release_a.schema.to_specs() == release_b.schema.to_specs()
+    transformer = TableTransformer(release_a.schema, dataset.target)
+    added = 0
+    for a, b in ((train_a, train_b), (test_a, test_b)):
+        rows_a, rows_b = encoded(a, transformer), encoded(b, transformer)
+        assert not rows_a - rows_b, "a row of the smaller table changed or left"
+        added += sum((rows_b - rows_a).values())
+    assert added == 1
+    return loaded
+
+
+def csv_dataset(path: str = "", **kw) -> DatasetConfig:
+    return DatasetConfig(name="t", file="", path=path, target="y", sep=",", **kw)
+
+
+@pytest.mark.parametrize("x", ADDED.values(), ids=ADDED.keys())
+def test_a_declared_schema_with_integer_like_levels_reads_each_cell_alone(tmp_path, x):
+    schema = tmp_path / "schema.yaml"
+    schema.write_text(yaml.safe_dump(DECLARED))
+    small, big = neighbours(tmp_path, base_rows(), x)
+    config = SchemaConfig(source="declared", file=str(schema))
+    assert_changed_by_one_row(csv_dataset(), config, small, big)
+
+
+@pytest.fixture(scope="module")
+def released_schema(tmp_path_factory) -> Path:
+    """The schema.yaml a schema=private run writes for the base table: its levels are the text
+    the cells hold ('1', '2', '3'), and unlisted values read as missing."""
+    tmp = tmp_path_factory.mktemp("released")
+    dataset = csv_dataset(path=write(tmp / "t.csv", base_rows()))
+    config = SchemaConfig(source="private", candidates={"code": ["1", "2", "3"]})
+    _, _, release = load_tables(dataset, config, None, (50.0, 1e-5), np.random.default_rng(0))
+    levels = release.schema["code"].levels
+    assert levels == ("1", "2", "3") and release.schema["code"].unlisted_as_missing
+    path = tmp / "schema.yaml"
+    path.write_text(schema_yaml(release, "private"))
+    return path
+
+
+@pytest.mark.parametrize("x", ADDED.values(), ids=ADDED.keys())
+def test_a_reused_released_schema_reads_each_cell_alone(tmp_path, released_schema, x):
+    small, big = neighbours(tmp_path, base_rows(), x)
+    config = SchemaConfig(source="declared", file=str(released_schema))
+    assert_changed_by_one_row(csv_dataset(), config, small, big)
+
+
+def test_a_reused_released_schema_keeps_every_other_value_beside_a_blank_and_a_fraction(
+    tmp_path, released_schema
+):
+    """The issue's case: a released schema.yaml with integer-like levels, reused on a table
+    with one blank and one fractional cell in that column."""
+    rows = base_rows()
+    path = write(tmp_path / "t.csv", [*rows, ["40", "", "yes"], ["41", "2.5", "no"]])
+    dataset = csv_dataset(path=path, test_size=0.0)
+    config = SchemaConfig(source="declared", file=str(released_schema))
+    train, _, _ = load_tables(dataset, config, None, (8.0, 1e-5), None)
+    assert train["code"].iloc[:N].tolist() == [row[1] for row in rows]
+    assert train["code"].iloc[N:].isna().all()
+
+
+@pytest.fixture(scope="module")
+def adult_rows(data_dir) -> list[list[str]]:
+    with (data_dir / "adult" / "adult.data").open() as file:
+        rows = [line for line in csv.reader(file) if line]
+    return rows[:2000]
+
+
+ADULT_ADDED = {
+    "duplicate": None,
+    "missing workclass": [
+        "39", " ?", "77516", " Bachelors", "13", " Never-married", " Adm-clerical",
+        " Not-in-family", " White", " Male", "2174", "0", "40", " United-States", " <=50K",
+    ],
+    "fractional hours": [
+        "39", " State-gov", "77516", " Bachelors", "13", " Never-married", " Adm-clerical",
+        " Not-in-family", " White", " Male", "2174", "0", "40.5", " United-States", " >50K",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("x", ADULT_ADDED.values(), ids=ADULT_ADDED.keys())
+def test_a_registered_data_set_changes_by_one_row(tmp_path, adult_rows, x):
+    dataset = compose_run_config(["dataset=adult"]).dataset
+    small, big = neighbours(tmp_path, adult_rows, x, header=None)
+    assert_changed_by_one_row(dataset, SchemaConfig(), small, big)
+
+
+def test_the_split_of_a_larger_table_is_the_smaller_ones_plus_at_most_the_new_row():
+    rng = np.random.default_rng(2)
+    table = pd.DataFrame(
+        {"a": rng.integers(0, 5, 500).astype(str), "b": rng.choice(["p", "q", None], 500)}
+    )
+    for trial in range(20):
+        x = pd.DataFrame({"a": [str(trial % 5)], "b": [["p", None][trial % 2]]})
+        at = int(rng.integers(0, len(table) + 1))
+        bigger = pd.concat([table.iloc[:at], x, table.iloc[at:]], ignore_index=True)
+        for part_a, part_b in zip(split(table, 0.2, 0), split(bigger, 0.2, 0), strict=True):
+            rows_a = Counter(map(tuple, part_a.fillna("").to_numpy().tolist()))
+            rows_b = Counter(map(tuple, part_b.fillna("").to_numpy().tolist()))
+            assert not rows_a - rows_b and sum((rows_b - rows_a).values()) <= 1
+    # The coin is each row's own: a fair share is held out, and another key draws others.
+    draws = row_draws(table, 0)
+    assert 0.12 < (draws < 0.2).mean() < 0.28
+    assert not np.array_equal(draws, row_draws(table, 1))
+
+
+def test_test_size_zero_trains_on_every_row(tmp_path):
+    rows = base_rows()
+    dataset = csv_dataset(path=write(tmp_path / "t.csv", rows), test_size=0.0)
+    schema = tmp_path / "schema.yaml"
+    schema.write_text(yaml.safe_dump(DECLARED))
+    train, test, _ = load_tables(dataset, SchemaConfig(file=str(schema)), None, None, None)
+    assert len(train) == N and test.empty and list(test.columns) == HEADER
+
+
+def test_refusals_quote_no_row_count_line_number_or_class_size(tmp_path):
+    """The console is not covered by the guarantee: a refusal names no count of the rows."""
+    with pytest.raises(UserInputError, match="1/n") as refused:
+        validate_budget(8.0, 0.05, n_rows=57)
+    assert "57" not in str(refused.value)
+    rows = base_rows()
+    rows[6] = [*rows[6], "extra"]  # a malformed line: one field too many
+    dataset = csv_dataset(path=write(tmp_path / "bad.csv", rows))
+    with pytest.raises(UserInputError) as refused:
+        load_tables(dataset, SchemaConfig(source="unsafe_infer"), None, None, None)
+    message = str(refused.value).replace(dataset.path, "FILE")
+    assert "line" not in message and not re.search(r"\d", message), message
+    # A class held by one row is no refusal (a stratified split refused it, quoting its size).
+    rows = [*base_rows(), ["40", "1", "maybe"]]
+    dataset = csv_dataset(path=write(tmp_path / "rare.csv", rows), positive_label="yes")
+    load_tables(dataset, SchemaConfig(source="unsafe_infer"), None, None, None)
