@@ -24,9 +24,30 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+# CPU features speed depends on, as /proc/cpuinfo names them, and as results name them.
+FEATURES = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "BF16"), ("amx_bf16", "AMX"))
+# Set to emulate an AVX2-only CPU on a faster one (oneDNN, MKL and ATen each read their own).
+EMULATION = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY")
+
+
+def cpu_features() -> str:
+    """The speed-relevant features the CPU has (``AVX2 AVX-512 BF16 AMX``), and the ISA caps
+    this process runs under when an AVX2-only CPU is being emulated."""
+    flags: set[str] = set()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    found = " ".join(name for flag, name in FEATURES if flag in flags) or "no AVX2"
+    caps = [f"{name}={os.environ[name]}" for name in EMULATION if os.environ.get(name)]
+    return found + (f" (emulating: {' '.join(caps)})" if caps else "")
+
+
 def machine_line() -> str:
-    """The machine a results row was made on: architecture, cores and CPU model."""
-    return f"{platform.machine()} {os.cpu_count()} cores, {cpu_model()}"
+    """The machine a results row was made on: architecture, cores, CPU model and features."""
+    return f"{platform.machine()} {os.cpu_count()} cores, {cpu_model()} [{cpu_features()}]"
 
 
 def _git(*args: str) -> str:

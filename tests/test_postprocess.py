@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from rdpgan import synthesizer
 from rdpgan.measure import Marginals, conditional_distributions
 from rdpgan.models import Generator
 from rdpgan.postprocess import (
@@ -198,3 +201,14 @@ def test_a_release_drowned_in_its_noise_leaves_the_generator_untilted():
     noisy, exact = class_tilts(generator, released, [1.0, 0.0], 4000, rng)
     assert noisy[0].abs().max() < 0.01  # (what is left of the fit's tolerance)
     assert exact[0].abs().max() > 0.5
+
+
+def test_the_tilts_noise_limit_is_derived_from_adults_validation_rounds_alone():
+    """TILT_NOISE_LIMIT is what scripts/derive_tilt_limit.py's rule gives on the committed
+    Adult-only figures (no cervical, credit-card or test-split number is read)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import derive_tilt_limit
+
+    cells = derive_tilt_limit.load()
+    assert derive_tilt_limit.derived_limit(cells) == synthesizer.TILT_NOISE_LIMIT
+    assert cells["tilt_helped"].any() and not cells["tilt_helped"].all()

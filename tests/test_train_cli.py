@@ -59,7 +59,8 @@ def test_short_real_run_writes_every_output(trained_run):
     assert meta["target"] == "income"
     assert set(synthetic["income"]) == {"<=50K", ">50K"}
     assert abs(len(synthetic) - 2400) < 100  # the released (noisy) train size
-    assert len(pd.read_csv(run / "test.csv")) == 600
+    # Each row held out by its own coin (p = 0.2): 600 ± 3 standard deviations of 3,000 rows.
+    assert abs(len(pd.read_csv(run / "test.csv")) - 600) < 66
 
     ledger = json.loads((run / "privacy.json").read_text())
     assert {

@@ -33,10 +33,11 @@ from rdpgan.cli import compose_run_config
 from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.data.loading import load_tables
 from rdpgan.data.schema_file import schema_yaml
-from rdpgan.data.split import row_draws, split
+from rdpgan.data.split import check_test_size, row_draws, split
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import validate_budget
 from rdpgan.transform import TableTransformer
+from tests.conftest import FAST, run_cli, train_cli
 
 N = 600
 HEADER = ["age", "code", "y"]
@@ -233,3 +234,22 @@ def test_refusals_quote_no_row_count_line_number_or_class_size(tmp_path):
     rows = [*base_rows(), ["40", "1", "maybe"]]
     dataset = csv_dataset(path=write(tmp_path / "rare.csv", rows), positive_label="yes")
     load_tables(dataset, SchemaConfig(source="unsafe_infer"), None, None, None)
+
+
+def test_test_size_zero_runs_end_to_end_and_evaluation_asks_for_held_out_rows(tmp_path):
+    """A custodian who only wants to publish: every row trains, no test.csv is written, and
+    evaluation says it needs held-out rows (one line, exit 2)."""
+    schema = tmp_path / "schema.yaml"
+    schema.write_text(yaml.safe_dump(DECLARED))
+    path = write(tmp_path / "t.csv", base_rows())
+    args = [f"dataset.path={path}", "dataset.target=y", f"schema.file={schema}"]
+    result = train_cli(tmp_path, "dataset=csv", *args, "dataset.test_size=0", *FAST)
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "run"
+    assert (run / "synthetic.csv").is_file() and not (run / "test.csv").exists()
+    evaluated = run_cli("evaluate", [f"run_dir={run}"], cwd=tmp_path)
+    assert evaluated.returncode == 2 and "dataset.test_size=0" in evaluated.stderr
+    assert len(evaluated.stderr.strip().splitlines()) == 1
+    for wrong in (1, 1.5, -0.1):
+        with pytest.raises(UserInputError, match=r"test_size must be in \[0, 1\)"):
+            check_test_size(wrong)
