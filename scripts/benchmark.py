@@ -5,7 +5,8 @@
     python scripts/benchmark.py method=aim,mst epsilon=8 aim_rounds=48   # the reference peers
     python scripts/report_benchmark.py               # tables + figure from results/bench_*.csv
 
-Each repeat r makes its own stratified 80/20 split (seed r), trains with seed r (and its secret
+Each repeat r makes its own 80/20 split (each row held out by a hash of its own cells keyed
+with r: ``rdpgan.data.split``), trains with seed r (and its secret
 randomness keyed by a number derived from the cell, so a cell is reproducible; its ledger then
 says it is not end-to-end private) through exactly the code path of ``python -m rdpgan.train``
 (so the ledger rules hold), scores the synthetic

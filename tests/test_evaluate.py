@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from rdpgan.utility import CLASSIFIERS
+from tests.conftest import run_cli
 
 
 def evaluate_cli(run_dir: Path, root: Path, *extra: str):
-    return subprocess.run(
-        [sys.executable, "-m", "rdpgan.evaluate", f"run_dir={run_dir}", *extra],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "RDPGAN_DATA_DIR": str(root)},
-    )
+    env = {**os.environ, "RDPGAN_DATA_DIR": str(root)}
+    return run_cli("evaluate", [f"run_dir={run_dir}", *extra], run_dir.parent, env)
 
 
 def test_evaluation_json_has_every_classifier_for_synthetic_and_real(trained_run, small_adult):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +25,7 @@ from rdpgan.quality import (
     score_quality,
     write_quality,
 )
+from tests.conftest import run_cli
 
 COUNTRIES = tuple(f"country-{i}" for i in range(25))
 SCHEMA = Schema(
@@ -127,13 +126,8 @@ def test_code_labels_name_values_bins_point_masses_and_missing():
 
 
 def test_the_report_cli_writes_the_quality_report_of_a_run(trained_run: Path, small_adult: Path):
-    result = subprocess.run(
-        [sys.executable, "-m", "rdpgan.report", f"run_dir={trained_run}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "RDPGAN_DATA_DIR": str(small_adult), "OMP_NUM_THREADS": "1"},
-    )
+    env = {**os.environ, "RDPGAN_DATA_DIR": str(small_adult), "OMP_NUM_THREADS": "1"}
+    result = run_cli("report", [f"run_dir={trained_run}"], trained_run.parent, env)
     assert result.returncode == 0, result.stderr
     assert "quality.md" in result.stdout
     text = (trained_run / REPORT).read_text()

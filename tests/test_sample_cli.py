@@ -9,7 +9,6 @@ import os
 import pickle
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,16 +21,11 @@ from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
 from rdpgan.sample import ARROW_TYPES, chunk_seed, load_model, resolve_label, write_samples
 from rdpgan.synthesizer import DPCGAN
+from tests.conftest import run_cli
 
 
 def sample_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rdpgan.sample", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=600,
-    )
+    return run_cli("sample", list(args), cwd)
 
 
 def schema_of(run: Path) -> Schema:
