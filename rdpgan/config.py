@@ -56,6 +56,8 @@ class DatasetConfig:
     target: str = "???"
     positive_label: Any = None
     columns: list[ColumnSpec] = field(default_factory=list)
+    # Each row is held out when a hash of its own cells, keyed by split_seed (public), falls
+    # below test_size (rdpgan.data.split); 0 trains on every row and holds none out.
     test_size: float = 0.2
     split_seed: int = 0
 

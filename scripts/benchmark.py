@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
-import platform
 import sys
 import time
 from collections.abc import Iterator
@@ -44,7 +42,7 @@ import numpy as np
 import pandas as pd
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
-from machine_info import code_commit
+from machine_info import code_commit, machine_line
 from omegaconf import DictConfig, OmegaConf
 
 from rdpgan.cli import compose_run_config, existing_files, remove_new_files
@@ -127,7 +125,7 @@ COMMIT = code_commit()
 def provenance() -> dict[str, str]:
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, CPU only",
+        "machine": machine_line(),
         "commit": COMMIT,
     }
 

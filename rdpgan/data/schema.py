@@ -324,5 +324,7 @@ class Schema:
                     f"column {column.name!r} has missing values but the schema does not "
                     "declare missing: true"
                 )
+            if column.dtype == "int64":  # (no NaN here) inf or 1e300 cannot be an int64:
+                values = values.clip(column.lo, column.hi)  # clipped as encoding would
             out[column.name] = values.astype(column.dtype)
         return pd.DataFrame(out, index=df.index)

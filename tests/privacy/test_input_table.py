@@ -32,6 +32,7 @@ import yaml
 from rdpgan.cli import compose_run_config
 from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.data.loading import load_tables
+from rdpgan.data.schema import Schema
 from rdpgan.data.schema_file import schema_yaml
 from rdpgan.data.split import check_test_size, row_draws, split
 from rdpgan.errors import UserInputError
@@ -253,3 +254,11 @@ def test_test_size_zero_runs_end_to_end_and_evaluation_asks_for_held_out_rows(tm
     for wrong in (1, 1.5, -0.1):
         with pytest.raises(UserInputError, match=r"test_size must be in \[0, 1\)"):
             check_test_size(wrong)
+
+
+def test_a_declared_integer_column_reads_inf_and_huge_cells_each_alone():
+    """inf or 1e300 cannot be an int64: such a cell is clipped to the bounds, as encoding
+    would clip it, instead of failing the whole column (a traceback)."""
+    schema = Schema.from_specs([DECLARED[0] | {"missing": False}, DECLARED[2]])
+    cells = pd.DataFrame({"age": ["1", "inf", "1e300", "-5"], "y": ["no"] * 4}, dtype=str)
+    assert schema.conform(cells)["age"].tolist() == [1, 100, 100, 0]
