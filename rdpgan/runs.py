@@ -34,25 +34,26 @@ SPENDING_RECORD = (LEDGER_FILE, RUN_RECORD, RELEASED_SCHEMA, checkpoint.META, *c
 
 
 def release_run_tables(
-    cfg: RunConfig,
-    check_rows: Callable[[int], None] | None = None,
-    pay: Callable[[Release], None] | None = None,
+    cfg: RunConfig, pay: Callable[[Release], None] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """A fresh run's train rows, held-out test rows and schema: a private schema is released
-    now, with fresh noise, after ``check_rows`` has seen the number of train rows and ``pay``
-    its cost (record it there: the noise comes next)."""
+    now, with fresh noise, after ``pay`` has seen its cost (record it there: the noise comes
+    next)."""
     rng = SecretRandomness(cfg.privacy.noise_seed, SCHEMA_STREAM).numpy
     budget = (cfg.epsilon, cfg.delta)
-    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, budget, rng, None, check_rows, pay)
+    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, budget, rng, None, pay)
 
 
 def load_run_tables(
-    cfg: RunConfig, run_dir: Path
+    cfg: RunConfig, run_dir: Path, expected: Schema | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
-    """An existing run's tables, with the schema it already released (nothing new is drawn)."""
+    """An existing run's tables, with the schema it already released (nothing new is drawn);
+    ``expected``: the schema it was trained with (resume refuses another one)."""
     released = _recorded_schema(run_dir) if cfg.schema.source == "private" else None
     budget = (cfg.epsilon, cfg.delta)
-    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, budget, None, released)
+    return load_tables(
+        cfg.dataset, cfg.schema, cfg.data.root, budget, None, released, expected=expected
+    )
 
 
 def record_schema(run_dir: Path, cfg: RunConfig, release: SchemaRelease) -> None:

@@ -299,8 +299,7 @@ class DPCGAN:
         if distributed.rank() == 0:  # under torchrun, rank 0 releases and the others receive
             self._release_statistics(features, labels, secret.numpy)
         self._share_releases()
-        if released:  # the rows kept were not counted: δ is checked against the released size
-            self.check_row_count(self.released_rows)
+        self._check_row_count()
         return self._train(features, labels, checkpoint_dir, secret)
 
     def _release_statistics(
@@ -314,6 +313,8 @@ class DPCGAN:
         )
         # Everything below that needs "how many rows" uses the released total, not len(df).
         self.released_rows = max(1, round(float(released.sum())))
+        if distributed.world_size() == 1:  # (under torchrun, every rank checks after sharing)
+            self._check_row_count()  # before the marginals: a refused run spends no more
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
         if self.model_config.marginal_weight > 0 and self.transformer.code_sizes:
             self.marginals = measure.release_marginals(
@@ -363,11 +364,12 @@ class DPCGAN:
         if directory is not None and ledger is not None and ledger.private and ledger.releases:
             write_json(Path(directory) / LEDGER_FILE, ledger.to_dict())
 
-    def check_row_count(self, n_rows: int) -> None:
-        """δ must stay below 1/n. Public so that a caller can check it before a schema is
-        released, rather than spend on a schema for a run that cannot go ahead."""
+    def _check_row_count(self) -> None:
+        """δ must stay below 1/n, checked against the released (noisy) row count: whether a
+        run refuses is then decided from a release, like everything after it, and not from
+        the exact number of rows (at n ≈ 1/δ, one row would tell a refusal from a run)."""
         if self.privacy.accountant != "none":
-            validate_budget(self.epsilon, self.delta, n_rows=n_rows)
+            validate_budget(self.epsilon, self.delta, n_rows=self.released_rows)
 
     def _open_ledger(self, release: SchemaRelease) -> PrivacyLedger:
         """The ledger a fit starts from: the schema's own releases and opt-outs."""
@@ -388,10 +390,8 @@ class DPCGAN:
         df: pd.DataFrame,
         device: str = "auto",
         noise_seed: int | None = None,
-        schema: Schema | None = None,
     ) -> DPCGAN:
-        """Continue a checkpointed run on the same private rows (conformed with ``schema``,
-        which must be the checkpoint's: refused when an edited ``schema.yaml`` differs).
+        """Continue a checkpointed run on the same private rows.
 
         Steps charged before the crash stay charged (the ledger file is written ahead of the
         steps it covers), so the resumed run can only spend what is left of the budget. A run
@@ -422,18 +422,21 @@ class DPCGAN:
                 f"the run in {directory} has a damaged checkpoint.json or privacy.json"
             ) from exc
         assert model.transformer is not None
-        target, trained = model.transformer.target, model.transformer.schema
-        if schema is not None and schema.to_specs() != trained.to_specs():
-            raise UserInputError(
-                f"the schema the rows were read with is not the one the run in {directory} "
-                "was trained with (was its schema.yaml edited?); restore it to resume"
-            )
-        features, labels = model._encoded_rows(
-            df, target, trained, classes_released(trained, target)
-        )
+        target, schema = model.transformer.target, model.transformer.schema
+        features, labels = model._encoded_rows(df, target, schema, classes_released(schema, target))
         first_step = int(meta["step"]) + 1
         secret = model._secret(first_step)
         return model._train(features, labels, directory, secret, resume_from=(meta, tensors))
+
+    @staticmethod
+    def checkpoint_schema(directory: str | Path) -> Schema:
+        """The schema the checkpointed run in ``directory`` encodes its rows with (what its
+        rows must be read with to resume)."""
+        meta, _ = checkpoint.load(directory, CHECKPOINT_META, CHECKPOINT_TENSORS)
+        try:
+            return Schema.from_specs(meta["model"]["schema"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserInputError(f"the run in {directory} has a damaged checkpoint.json") from exc
 
     def _encoded_rows(
         self, df: pd.DataFrame, target: str, schema: Schema, released: bool
@@ -446,8 +449,6 @@ class DPCGAN:
         """
         frame = schema.conform(df)
         check_target(frame, schema, target, rows=not released)
-        if not released:
-            self.check_row_count(len(frame))
         if self.transformer is None:
             self.transformer = TableTransformer(schema, target, self.model_config.numeric_bins)
         return self.transformer.encode(frame), self.transformer.encode_labels(frame)

@@ -95,7 +95,7 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
 
         writing(out, record_spending)
 
-    train_rows, test_rows, schema = release_run_tables(cfg, model.check_row_count, pay)
+    train_rows, test_rows, schema = release_run_tables(cfg, pay)
 
     def record_run() -> None:
         write_run_config(out, cfg)
@@ -134,11 +134,11 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame, bool]:
     if stopped_before_training(out):
         raise UserInputError(_STOPPED_EARLY.format(out=out))
     saved.data.root = cfg.data.root or saved.data.root
-    train_rows, test_rows, release = load_run_tables(saved, out)  # the run's own schema, rows
+    # The run's own rows, read with its own schema: refused if schema.yaml was edited since.
+    trained = DPCGAN.checkpoint_schema(out)
+    train_rows, test_rows, _ = load_run_tables(saved, out, expected=trained)
     # noise_seed is never saved with a run: only this command's own can key the noise.
-    model = DPCGAN.resume(
-        out, train_rows, device=cfg.device, noise_seed=cfg.privacy.noise_seed, schema=release.schema
-    )
+    model = DPCGAN.resume(out, train_rows, device=cfg.device, noise_seed=cfg.privacy.noise_seed)
     return model, test_rows, saved.dataset.test_size > 0
 
 

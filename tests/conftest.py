@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import logging
 import os
 import random
 import runpy
@@ -61,19 +62,64 @@ FAST = [
 ]
 
 
-# The warning filters and printer a fresh interpreter has (pytest records warnings instead
-# while a test runs): a forked CLI prints its warnings to stderr, as `python -m` would.
-_STARTUP_FILTERS = list(warnings.filters)
-_STARTUP_SHOW = warnings._showwarnmsg_impl  # type: ignore[attr-defined]
+# What a fresh interpreter starts with, for a forked CLI to start from: torch's default seed
+# (read before any test seeds it) and Python's default warning filters (pytest's are active
+# while conftest is imported, so they cannot be copied from here).
+_TORCH_DEFAULT_SEED = torch.initial_seed()
+_DEFAULT_WARNINGS = (
+    ("default", DeprecationWarning, "__main__"),
+    ("ignore", DeprecationWarning, ""),
+    ("ignore", PendingDeprecationWarning, ""),
+    ("ignore", ImportWarning, ""),
+    ("ignore", ResourceWarning, ""),
+)
+
+
+def _show_warning(message: warnings.WarningMessage) -> None:
+    """Python's own printer: the formatted warning on stderr."""
+    (message.file or sys.stderr).write(warnings._formatwarnmsg(message))  # type: ignore[attr-defined]
+
+
+def _as_a_fresh_process() -> None:
+    """Undo in a forked child what pytest and the earlier tests changed in this process:
+    warning filters and printer, logging handlers, and the global random generators (a fresh
+    interpreter seeds Python's and NumPy's from the OS; torch's from a fixed default)."""
+    warnings.resetwarnings()
+    for action, category, module in _DEFAULT_WARNINGS:
+        warnings.filterwarnings(action, category=category, module=module, append=True)
+    for option in sys.warnoptions:  # -W, as the interpreter would apply it
+        warnings._setoption(option)  # type: ignore[attr-defined]
+    warnings._showwarnmsg_impl = _show_warning  # type: ignore[attr-defined]
+    warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
+    # runpy's note that the module was imported before (by the parent, on purpose).
+    warnings.filterwarnings("ignore", "'rdpgan.", RuntimeWarning, "runpy")
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
+    random.seed()
+    np.random.seed()
+    torch.manual_seed(_TORCH_DEFAULT_SEED)
 
 
 def run_cli(
-    cli: str, args: list[str], cwd: Path, env: dict[str, str] | None = None
+    cli: str,
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m rdpgan.<cli> <args>`` from ``cwd``, as a user types it: a process of its
     own (exit code, stdout and stderr as the shell sees them), forked from this test process
     with the CLI module already imported, so that it starts in milliseconds rather than the
-    seconds ``import torch, opacus, hydra, sklearn`` take. ``env`` replaces the environment."""
+    seconds ``import torch, opacus, hydra, sklearn`` take. ``env`` replaces the environment.
+    ``fresh``: a new interpreter instead, for what a fork cannot give (its own string-hash
+    seed)."""
+    if fresh:
+        command = [sys.executable, "-m", f"rdpgan.{cli}", *args]
+        return subprocess.run(
+            command, capture_output=True, text=True, cwd=cwd, env=env, timeout=600
+        )
     importlib.import_module(f"rdpgan.{cli}")  # its imports, loaded once in this process
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()
@@ -106,11 +152,7 @@ def _run_forked(
             os.environ.clear()
             os.environ.update(env)
         os.chdir(cwd)
-        warnings.filters[:] = _STARTUP_FILTERS
-        warnings._showwarnmsg_impl = _STARTUP_SHOW  # type: ignore[attr-defined]
-        warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
-        # runpy's note that the module was imported before (here, by the parent, on purpose).
-        warnings.filterwarnings("ignore", "'rdpgan.", RuntimeWarning, "runpy")
+        _as_a_fresh_process()
         sys.argv = [str(importlib.util.find_spec(module).origin), *args]
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)

@@ -158,11 +158,15 @@ def test_a_run_refused_by_its_released_schema_keeps_the_ledger(tmp_path, messy_c
     assert ledger["epsilon_spent"] == pytest.approx(0.03)
 
 
-def test_a_delta_too_large_for_the_rows_is_refused_before_the_schema_is_drawn(tmp_path, messy_csv):
+def test_a_delta_too_large_for_the_rows_is_refused_from_the_released_row_count(tmp_path, messy_csv):
+    """Whether δ < 1/n is decided from the label counts' release, not the exact row count
+    (at n ≈ 1/δ one row would tell a refusal from a run): the schema and the label counts are
+    spent and kept on record, nothing after them is released."""
     result = train_cli(tmp_path, *csv_args(messy_csv, "schema=private"), "delta=0.01")
     assert result.returncode == 2 and "1/n" in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no schema: lines
-    assert not (tmp_path / "run").exists()
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    ledger = read(tmp_path / "run", "privacy.json")
+    assert [m["name"] for m in ledger["mechanisms"]] == ["schema", "label_counts"]
 
 
 DROPPED_FEW_LEVELS = "fewer than two levels released"

@@ -11,6 +11,7 @@ import pytest
 from rdpgan import measure
 from rdpgan.data.schema import Schema
 from rdpgan.privacy.ledger import PrivacyLedger, Release
+from rdpgan.privacy.mechanisms.gaussian import snap_grid
 from rdpgan.transform import TableTransformer
 
 
@@ -144,3 +145,21 @@ def test_an_accountant_that_cannot_certify_a_pair_release_gets_no_pairs():
     ledger = PrivacyLedger(1.0, 1e-5, "moments")
     assert measure.pair_candidates([2, 3, 4], 20_000, ledger, 0.25) == []
     assert measure.pair_candidates([2, 3, 4], 20_000, ledger, 0.9) != []
+
+
+def on_grid(values: np.ndarray, std: float) -> bool:
+    grid = snap_grid(std)
+    return bool(np.array_equal(values / grid, np.round(values / grid)))
+
+
+def test_every_gaussian_release_is_rounded_to_its_public_grid_where_it_is_drawn():
+    """The label counts and the marginal tables leave measure.py already rounded (the model
+    keeps only what derives from them), each to the grid of its own noise."""
+    ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+    labels = np.array([0, 1, 1, 0, 1])
+    counts = measure.label_counts(labels, 2, ledger, 10.0, np.random.default_rng(0))
+    assert on_grid(counts, 10.0) and not np.array_equal(counts, np.round(counts))
+    tables = [np.arange(6.0).reshape(2, 3), np.ones((2, 2))]
+    released = measure._gaussian_tables("t", tables, ledger, 1.0, np.random.default_rng(1))
+    for table, std in released:
+        assert std > 0 and on_grid(table, std) and not on_grid(table, 64 * std)

@@ -24,8 +24,8 @@ from rdpgan.synthesizer import DPCGAN
 from tests.conftest import run_cli
 
 
-def sample_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("sample", list(args), cwd)
+def sample_cli(cwd: Path, *args: str, fresh: bool = False) -> subprocess.CompletedProcess[str]:
+    return run_cli("sample", list(args), cwd, fresh=fresh)
 
 
 def schema_of(run: Path) -> Schema:
@@ -98,7 +98,8 @@ def test_labels_match_the_declared_levels_by_type():
 def test_same_seed_same_bytes_other_seed_other_rows(tmp_path, trained_run):
     common = [f"run_dir={trained_run}", "n=600", "chunk_size=250"]
     for out, seed in [("a.csv", 7), ("b.csv", 7), ("c.csv", 8)]:
-        result = sample_cli(tmp_path, *common, f"out={out}", f"seed={seed}")
+        # Fresh interpreters: each its own string-hash seed (forks would share the parent's).
+        result = sample_cli(tmp_path, *common, f"out={out}", f"seed={seed}", fresh=True)
         assert result.returncode == 0, result.stderr
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
     assert (tmp_path / "a.csv").read_bytes() != (tmp_path / "c.csv").read_bytes()

@@ -127,7 +127,6 @@ BAD_INPUTS = [
     (["epsilon=-1"], "epsilon"),
     (["delta=0"], "delta"),
     (["delta=1.5"], "delta"),
-    (["delta=0.01"], "1/n"),
     (["dataset.target=no_such_column"], "no_such_column"),
     (["sample.n=0"], "sample.n"),
     (["epsilon=abc"], "epsilon"),
@@ -143,6 +142,19 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing(tmp_path, small_adult, 
     assert len(lines) == 1 and needle in lines[0], result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_delta_too_large_is_refused_after_the_label_counts_alone(tmp_path, small_adult):
+    """δ is checked against the released row count: the label counts are spent (and kept on
+    record with the run's settings), the marginals are not."""
+    result = train_cli(tmp_path, "delta=0.01", *FAST, root=small_adult)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "1/n" in lines[0] and "Traceback" not in result.stderr
+    run = tmp_path / "run"
+    assert {p.name for p in run.iterdir()} == {"privacy.json", "run.json", "schema.yaml"}
+    ledger = json.loads((run / "privacy.json").read_text())
+    assert [m["name"] for m in ledger["mechanisms"]] == ["label_counts"]
 
 
 def test_missing_data_file_names_the_root_and_the_download_script(tmp_path):

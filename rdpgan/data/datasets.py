@@ -8,6 +8,7 @@ split rows.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -63,25 +64,18 @@ def read_cells(config: DatasetConfig, root: str | None = None) -> pd.DataFrame:
         raise UserInputError(f"data file {path} not found{where}{hint}")
     sep = separator(path, config)
     try:
-        frame = pd.read_csv(
-            path,
-            header=0 if config.header else None,
-            names=list(config.column_names) if config.column_names else None,
-            sep=sep,
-            na_values=list(config.na_values),
-            keep_default_na=True,
-            skipinitialspace=config.skipinitialspace,
-            skip_blank_lines=True,
-            encoding="utf-8-sig",
-            dtype=str,
-        )
+        with warnings.catch_warnings():
+            # A first data line with more fields than the header is a ragged record like any
+            # other: refused, not taken as a row index that would shift every other row.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = _read(path, config, sep)
     except pd.errors.EmptyDataError as exc:
         raise UserInputError(f"{path} is empty") from exc
-    except pd.errors.ParserError as exc:
+    except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
         raise UserInputError(
             f"cannot read {path}: its rows do not all split into the same number of fields "
-            f"with separator {sep!r} (is a quote left open, or is the separator another one? "
-            "set dataset.sep)"
+            f"as its header with separator {sep!r} (is a quote left open, or is the separator "
+            "another one? set dataset.sep)"
         ) from exc
     except UnicodeDecodeError as exc:
         raise UserInputError(f"cannot read {path}: it is not UTF-8 text") from exc
@@ -95,3 +89,20 @@ def read_cells(config: DatasetConfig, root: str | None = None) -> pd.DataFrame:
     if config.target not in frame.columns:
         raise UserInputError(f"target column {config.target!r} is not in {path}")
     return frame.apply(lambda column: column.str.strip()).replace("", np.nan)
+
+
+def _read(path: Path, config: DatasetConfig, sep: str) -> pd.DataFrame:
+    """Every cell as text; ``index_col=False``: no column is ever taken as the rows' index."""
+    return pd.read_csv(
+        path,
+        header=0 if config.header else None,
+        names=list(config.column_names) if config.column_names else None,
+        index_col=False,
+        sep=sep,
+        na_values=list(config.na_values),
+        keep_default_na=True,
+        skipinitialspace=config.skipinitialspace,
+        skip_blank_lines=True,
+        encoding="utf-8-sig",
+        dtype=str,
+    )

@@ -65,23 +65,27 @@ def load_tables(
     budget: tuple[float, float] | None,
     rng: np.random.Generator | None,
     released: Schema | None = None,
-    check_rows: Callable[[int], None] | None = None,
     pay: Callable[[Release], None] | None = None,
+    expected: Schema | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """(train rows, held-out rows, schema release) for a run, each conformed.
 
     The schema is built from the training rows alone (a declared one from none), so held-out
     rows never influence what the generator may produce. ``budget`` is the run's (epsilon,
     delta), of which a private schema spends its fractions; ``released`` a private schema the
-    run already paid for (resume, evaluation: nothing new is drawn). ``check_rows`` sees the
-    number of training rows before a schema is drawn from them, and ``pay`` a private schema's
-    cost before its noise (see :func:`~rdpgan.privacy.private_schema.private_schema`).
+    run already paid for (resume, evaluation: nothing new is drawn). ``pay`` sees a private
+    schema's cost before its noise (see :func:`~rdpgan.privacy.private_schema.private_schema`).
+    ``expected``: the schema a resumed run was trained with; any other is refused before a
+    row is read with it.
     """
     cells = read_cells(dataset, root)
     raw_train, raw_test = split(cells, dataset.test_size, dataset.split_seed)
-    if check_rows is not None and config.source != "declared":
-        check_rows(len(raw_train))
     release = resolve_schema(raw_train, dataset, config, budget, rng, released, pay)
+    if expected is not None and release.schema.to_specs() != expected.to_specs():
+        raise UserInputError(
+            "the run's schema is not the one it was trained with (was its schema.yaml or "
+            "schema.file edited?); restore it to resume"
+        )
     train = conform_rows(raw_train, release, dataset, config)
     # Under a private schema every refusal is decided from released values: how many classes
     # the rows hold is not one (a class can be released and hold no row; its count is noisy).

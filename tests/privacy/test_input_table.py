@@ -31,12 +31,14 @@ import yaml
 
 from rdpgan.cli import compose_run_config
 from rdpgan.config import DatasetConfig, SchemaConfig
+from rdpgan.data import loading
 from rdpgan.data.loading import load_tables
 from rdpgan.data.schema import Schema
-from rdpgan.data.schema_file import schema_yaml
+from rdpgan.data.schema_file import read_schema_file, schema_yaml
 from rdpgan.data.split import check_test_size, row_draws, split
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import validate_budget
+from rdpgan.privacy.private_schema import private_schema
 from rdpgan.transform import TableTransformer
 from tests.conftest import FAST, run_cli, train_cli
 
@@ -56,6 +58,8 @@ DECLARED = [
 # x: the row the neighbour adds (the last one: a duplicate of the table's first row).
 ADDED = {
     "blank": ["40", "", "yes"],
+    "blank number": ["", "2", "no"],
+    "large number": ["1e6", "2", "no"],
     "fraction": ["40", "1.5", "yes"],
     "new level": ["40", "4", "no"],
     "duplicate": None,
@@ -63,11 +67,10 @@ ADDED = {
 
 
 def base_rows() -> list[list[str]]:
+    """Ages (a twentieth of them blank), codes 1-3, and a yes/no target."""
     rng = np.random.default_rng(0)
-    return [
-        [str(rng.integers(18, 90)), str(rng.integers(1, 4)), str(rng.choice(["no", "yes"]))]
-        for _ in range(N)
-    ]
+    ages = [str(a) if rng.random() > 0.05 else "" for a in rng.integers(18, 90, N)]
+    return [[age, str(rng.integers(1, 4)), str(rng.choice(["no", "yes"]))] for age in ages]
 
 
 def write(path: Path, rows: list[list[str]], header: list[str] | None = HEADER) -> str:
@@ -96,13 +99,20 @@ def encoded(frame: pd.DataFrame, transformer: TableTransformer) -> Counter:
     return Counter(map(tuple, matrix.round(12).tolist()))
 
 
-def assert_changed_by_one_row(dataset: DatasetConfig, config: SchemaConfig, small: str, big: str):
+def assert_changed_by_one_row(
+    dataset: DatasetConfig,
+    config: SchemaConfig,
+    small: str,
+    big: str,
+    released: Schema | None = None,
+):
     """Both tables loaded; the larger one's training rows are the smaller one's plus at most
     one row, its held-out rows likewise, and exactly one row was added in all."""
     loaded = {}
     for name, path in (("small", small), ("big", big)):
         dataset.path = path
-        loaded[name] = load_tables(dataset, config, None, (8.0, 1e-5), None)
+        rng = np.random.default_rng(0)
+        loaded[name] = load_tables(dataset, config, None, (8.0, 1e-5), rng, released)
     (train_a, test_a, release_a), (train_b, test_b, release_b) = loaded["small"], loaded["big"]
     assert release_a.schema.to_specs() == release_b.schema.to_specs()
     transformer = TableTransformer(release_a.schema, dataset.target)
@@ -161,7 +171,35 @@ def test_a_reused_released_schema_keeps_every_other_value_beside_a_blank_and_a_f
     config = SchemaConfig(source="declared", file=str(released_schema))
     train, _, _ = load_tables(dataset, config, None, (8.0, 1e-5), None)
     assert train["code"].iloc[:N].tolist() == [row[1] for row in rows]
+    assert train["age"].iloc[:N].isna().tolist() == [row[0] == "" for row in rows]
     assert train["code"].iloc[N:].isna().all()
+
+
+@pytest.mark.parametrize("x", ADDED.values(), ids=ADDED.keys())
+def test_a_private_schema_reads_each_cell_alone(tmp_path, monkeypatch, x):
+    """schema=private with its mechanisms' outputs fixed (both tables get the release the
+    smaller one drew, as the neighbouring tests fix every draw): the rows it reads, relabels
+    and keeps move by the added row alone."""
+    small, big = neighbours(tmp_path, base_rows(), x)
+    config = SchemaConfig(source="private", candidates={"code": ["1", "2", "3"]})
+    drawn: list = []
+
+    def replayed(*args):
+        drawn.append(drawn[0] if drawn else private_schema(*args))
+        return drawn[-1]
+
+    monkeypatch.setattr(loading, "private_schema", replayed)
+    assert_changed_by_one_row(csv_dataset(positive_label="yes"), config, small, big)
+    assert len(drawn) == 2
+
+
+@pytest.mark.parametrize("x", ADDED.values(), ids=ADDED.keys())
+def test_a_run_reread_with_its_released_schema_changes_by_one_row(tmp_path, released_schema, x):
+    """Resume and evaluation read a private run's rows with its recorded schema.yaml."""
+    small, big = neighbours(tmp_path, base_rows(), x)
+    recorded = read_schema_file(released_schema)
+    config = SchemaConfig(source="private")
+    assert_changed_by_one_row(csv_dataset(), config, small, big, released=recorded)
 
 
 @pytest.fixture(scope="module")
@@ -262,3 +300,24 @@ def test_a_declared_integer_column_reads_inf_and_huge_cells_each_alone():
     schema = Schema.from_specs([DECLARED[0] | {"missing": False}, DECLARED[2]])
     cells = pd.DataFrame({"age": ["1", "inf", "1e300", "-5"], "y": ["no"] * 4}, dtype=str)
     assert schema.conform(cells)["age"].tolist() == [1, 100, 100, 0]
+
+
+def test_resume_refuses_an_edited_schema_before_reading_a_row_with_it(tmp_path):
+    """Resume reads the rows with the run's schema.yaml while the model encodes with the
+    checkpoint's: an edited file is refused in one line, by the edit, not by a row it breaks."""
+    path = write(tmp_path / "t.csv", base_rows())
+    args = [f"dataset.path={path}", "dataset.target=y", "schema=private", *FAST, "epsilon=50"]
+    result = train_cli(tmp_path, "dataset=csv", *args)
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "run"
+    for output in ("synthetic.csv", "model.pt", "model.json", "metrics.json", "test.csv"):
+        (run / output).unlink()  # killed after its last checkpoint, before its outputs
+    record = yaml.safe_load((run / "schema.yaml").read_text())
+    for column in record["columns"]:
+        if column["name"] == "y":  # rows of the other class would now be refused
+            column.update(levels=column["levels"][:1], unlisted_as_missing=False)
+    (run / "schema.yaml").write_text(yaml.safe_dump(record))
+    resumed = train_cli(tmp_path, "resume=true")
+    lines = resumed.stderr.strip().splitlines()
+    assert resumed.returncode == 2 and len(lines) == 1, resumed.stderr
+    assert "not the one it was trained with" in lines[0]
