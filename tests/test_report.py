@@ -90,8 +90,10 @@ def tiny_csv(tmp_path_factory) -> str:
 def report_of(tmp_path, tiny_csv, *privacy: str):
     """Train on 120 rows in full batches for 3,000 steps (enough to memorise), then audit.
 
-    8 bins per number instead of 40: the audit does not depend on the encoding's resolution,
-    and a wide encoding makes these 3,000 steps the slowest part of the suite."""
+    8 bins per number instead of 40, and layers of 128 instead of 256: the audit depends on
+    neither, and these 3,000 steps are the slowest part of the suite (at 128 the non-private
+    run memorises as well: attack AUC 0.78 against 0.77 at 256, in a third of the time on an
+    AVX2-only CPU)."""
     result = train_cli(
         tmp_path,
         "dataset=csv",
@@ -103,6 +105,8 @@ def report_of(tmp_path, tiny_csv, *privacy: str):
         "train.max_sample_rate=1.0",
         "train.batch_size=120",
         "model.numeric_bins=8",
+        "model.generator_hidden=[128,128]",
+        "model.discriminator_hidden=[128,128]",
         "sample.n=2000",
         "train.progress=false",
         *privacy,

@@ -262,13 +262,14 @@ def test_refusals_quote_no_row_count_line_number_or_class_size(tmp_path):
     with pytest.raises(UserInputError, match="1/n") as refused:
         validate_budget(8.0, 0.05, n_rows=57)
     assert "57" not in str(refused.value)
-    rows = base_rows()
-    rows[6] = [*rows[6], "extra"]  # a malformed line: one field too many
-    dataset = csv_dataset(path=write(tmp_path / "bad.csv", rows))
-    with pytest.raises(UserInputError) as refused:
-        load_tables(dataset, SchemaConfig(source="unsafe_infer"), None, None, None)
-    message = str(refused.value).replace(dataset.path, "FILE")
-    assert "line" not in message and not re.search(r"\d", message), message
+    for at in (0, 6):  # a malformed record, first or later: one field too many
+        rows = base_rows()
+        rows[at] = [*rows[at], "extra"]
+        dataset = csv_dataset(path=write(tmp_path / "bad.csv", rows))
+        with pytest.raises(UserInputError, match="same number of fields") as refused:
+            load_tables(dataset, SchemaConfig(source="unsafe_infer"), None, None, None)
+        message = str(refused.value).replace(dataset.path, "FILE")
+        assert "line" not in message and not re.search(r"\d", message), message
     # A class held by one row is no refusal (a stratified split refused it, quoting its size).
     rows = [*base_rows(), ["40", "1", "maybe"]]
     dataset = csv_dataset(path=write(tmp_path / "rare.csv", rows), positive_label="yes")
