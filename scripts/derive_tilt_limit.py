@@ -3,15 +3,15 @@
     python scripts/derive_tilt_limit.py
 
 The rule (written down after these figures had been seen: the limit's first placement quoted
-them; what it fixes is that only Adult's validation rows are read): for each Adult validation cell of round 20 of
-``results/tuning_adult.csv`` (ε and table size; 4 seeds each, tilted and untilted models),
-take the noise on one released count as a share of the released rows
-(``results/noise_shares.csv``, its ``validation`` rows: Adult only), and whether the tilt lowered
-the mean of the 1-, 2- and 3-way-with-target TVD. The limit is the geometric mean of the
-largest share at which the tilt helped and the smallest share above it at which it did not,
-rounded to two significant digits. No cervical, credit-card or test-split figure is read. The
-figures come from the validation rows of the stratified split rdpgan used before the per-row
-split (the CSVs were not made again).
+them; what it fixes is that only Adult's validation rows are read): for each Adult
+validation cell of round 20 of ``results/tuning_adult.csv`` (ε and table size; 4 seeds
+each, tilted and untilted models), take the noise on one released count as a share of the
+released rows (``results/noise_shares.csv``, its ``validation`` rows: Adult only), and
+whether the tilt lowered the mean of the 1-, 2- and 3-way-with-target TVD. The limit is the
+geometric mean of the largest share at which the tilt helped and the smallest share above it
+at which it did not, rounded to two significant digits. No cervical, credit-card or
+test-split figure is read. The figures come from the validation rows of the stratified split
+rdpgan used before the per-row split (the CSVs were not made again).
 
 Writes ``results/tilt_limit.md``; ``tests/test_postprocess.py`` checks that the constant in
 ``rdpgan.synthesizer`` is what this rule gives on the committed CSVs.
