@@ -299,7 +299,8 @@ class DPCGAN:
         if distributed.rank() == 0:  # under torchrun, rank 0 releases and the others receive
             self._release_statistics(features, labels, secret.numpy)
         self._share_releases()
-        self._check_row_count()
+        if distributed.world_size() > 1:  # (one process checked right after the label counts)
+            self._check_row_count()
         return self._train(features, labels, checkpoint_dir, secret)
 
     def _release_statistics(
@@ -314,7 +315,7 @@ class DPCGAN:
         # Everything below that needs "how many rows" uses the released total, not len(df).
         self.released_rows = max(1, round(float(released.sum())))
         if distributed.world_size() == 1:  # (under torchrun, every rank checks after sharing)
-            self._check_row_count()  # before the marginals: a refused run spends no more
+            self._check_row_count()  # before the marginals, so that a refused run spends less
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
         if self.model_config.marginal_weight > 0 and self.transformer.code_sizes:
             self.marginals = measure.release_marginals(
