@@ -115,8 +115,8 @@ def run_cli(
     seconds ``import torch, opacus, hydra, sklearn`` take. ``env`` replaces the environment.
     ``fresh``: a new interpreter instead, for what a fork cannot give (its own string-hash
     seed)."""
+    command = [sys.executable, "-m", f"rdpgan.{cli}", *args]
     if fresh:
-        command = [sys.executable, "-m", f"rdpgan.{cli}", *args]
         return subprocess.run(
             command, capture_output=True, text=True, cwd=cwd, env=env, timeout=600
         )
@@ -129,7 +129,6 @@ def run_cli(
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    command = [sys.executable, "-m", f"rdpgan.{cli}", *args]
     return subprocess.CompletedProcess(command, os.waitstatus_to_exitcode(status), stdout, stderr)
 
 
