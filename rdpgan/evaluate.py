@@ -74,7 +74,7 @@ def evaluate_run(
     test = schema.read_csv(run_dir / "test.csv")
     synthetic = schema.read_csv(run_dir / "synthetic.csv")
     # First: rebuilding the train split is the step that can fail on bad input.
-    real_rows = load_run_tables(config, run_dir)[0]
+    real_rows = load_run_tables(config, run_dir, expected=schema)[0]
     if real_scores is None and real:
         real_scores = score_table(real_rows, test, schema, target, positive, seed, n_jobs)
     result = score_table(synthetic, test, schema, target, positive, seed, n_jobs).to_dict()

@@ -160,7 +160,7 @@ def write_report(run_dir: str | Path, seed: int = 0) -> AuditResult:
     model = DPCGAN.load(run_dir)
     assert model.transformer is not None
     schema = model.transformer.schema
-    train, holdout, _ = load_run_tables(config, run_dir)
+    train, holdout, _ = load_run_tables(config, run_dir, expected=schema)
     synthetic = schema.read_csv(run_dir / "synthetic.csv")
     result = audit(model.transformer, train, holdout, synthetic, seed)
     ledger = read_json(run_dir / LEDGER_FILE)

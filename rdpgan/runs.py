@@ -48,7 +48,7 @@ def load_run_tables(
     cfg: RunConfig, run_dir: Path, expected: Schema | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """An existing run's tables, with the schema it already released (nothing new is drawn);
-    ``expected``: the schema it was trained with (resume refuses another one)."""
+    ``expected``: the schema it was trained with (another one is refused)."""
     released = _recorded_schema(run_dir) if cfg.schema.source == "private" else None
     budget = (cfg.epsilon, cfg.delta)
     return load_tables(

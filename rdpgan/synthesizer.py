@@ -44,7 +44,7 @@ from rdpgan.config import (
     with_absent_train_settings,
 )
 from rdpgan.data.schema import Schema
-from rdpgan.data.target import check_target, classes_released
+from rdpgan.data.target import check_target
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, read_json, write_json
 from rdpgan.models import Discriminator, Generator, native_bf16
@@ -290,8 +290,7 @@ class DPCGAN:
         self.charge_schema(release, checkpoint_dir)
         # Each later release reaches the file as soon as it is recorded, before its noise.
         self.ledger.on_record = lambda: self._ledger_to_disk(checkpoint_dir)
-        released = bool(release.releases) or classes_released(release.schema, target)
-        features, labels = self._encoded_rows(df, target, release.schema, released)
+        features, labels = self._encoded_rows(df, target, release.schema)
         distributed.refuse_unless_same(features, labels)  # shards must partition one table
         self.positive_label = positive_label
         torch.manual_seed(self.seed)  # public randomness only: initialisation, G's own draws
@@ -369,8 +368,14 @@ class DPCGAN:
         """δ must stay below 1/n, checked against the released (noisy) row count: whether a
         run refuses is then decided from a release, like everything after it, and not from
         the exact number of rows (at n ≈ 1/δ, one row would tell a refusal from a run)."""
-        if self.privacy.accountant != "none":
+        if self.privacy.accountant == "none":
+            return
+        try:
             validate_budget(self.epsilon, self.delta, n_rows=self.released_rows)
+        except UserInputError as exc:
+            raise UserInputError(
+                f"{exc}; judged from the released label counts, which are spent (privacy.json)"
+            ) from exc
 
     def _open_ledger(self, release: SchemaRelease) -> PrivacyLedger:
         """The ledger a fit starts from: the schema's own releases and opt-outs."""
@@ -424,7 +429,7 @@ class DPCGAN:
             ) from exc
         assert model.transformer is not None
         target, schema = model.transformer.target, model.transformer.schema
-        features, labels = model._encoded_rows(df, target, schema, classes_released(schema, target))
+        features, labels = model._encoded_rows(df, target, schema)
         first_step = int(meta["step"]) + 1
         secret = model._secret(first_step)
         return model._train(features, labels, directory, secret, resume_from=(meta, tensors))
@@ -440,16 +445,12 @@ class DPCGAN:
             raise UserInputError(f"the run in {directory} has a damaged checkpoint.json") from exc
 
     def _encoded_rows(
-        self, df: pd.DataFrame, target: str, schema: Schema, released: bool
+        self, df: pd.DataFrame, target: str, schema: Schema
     ) -> tuple[np.ndarray, np.ndarray]:
         """The private rows checked against the schema, encoded once: (features, label codes).
-
-        ``released``: the target's classes were released (a paid schema): the rows kept are
-        then neither counted nor checked for their classes, so nothing refused after the
-        schema's noise depends on them (the caller checks δ against released values).
-        """
+        Nothing here counts the rows or their classes (δ is checked against released values)."""
         frame = schema.conform(df)
-        check_target(frame, schema, target, rows=not released)
+        check_target(frame, schema, target)
         if self.transformer is None:
             self.transformer = TableTransformer(schema, target, self.model_config.numeric_bins)
         return self.transformer.encode(frame), self.transformer.encode_labels(frame)

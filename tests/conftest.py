@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
+import json
 import logging
 import os
 import random
+import re
 import runpy
 import signal
 import subprocess
@@ -63,16 +66,35 @@ FAST = [
 
 
 # What a fresh interpreter starts with, for a forked CLI to start from: torch's default seed
-# (read before any test seeds it) and Python's default warning filters (pytest's are active
-# while conftest is imported, so they cannot be copied from here).
+# (read before any test seeds it) and the warning filters (Python's defaults plus those the
+# CLIs' imports install: read once from a real interpreter, since pytest's are active here).
 _TORCH_DEFAULT_SEED = torch.initial_seed()
-_DEFAULT_WARNINGS = (
-    ("default", DeprecationWarning, "__main__"),
-    ("ignore", DeprecationWarning, ""),
-    ("ignore", PendingDeprecationWarning, ""),
-    ("ignore", ImportWarning, ""),
-    ("ignore", ResourceWarning, ""),
+_READ_FILTERS = (
+    "import json, warnings, rdpgan.train, rdpgan.sample, rdpgan.evaluate, rdpgan.report\n"
+    "text = lambda x: [hasattr(x, 'pattern'), getattr(x, 'pattern', x)]\n"
+    "print(json.dumps([(a, text(m), c.__module__, c.__qualname__, text(mod), n)"
+    " for a, m, c, mod, n in warnings.filters]))"
 )
+
+
+@functools.cache
+def _cli_warning_filters() -> tuple[tuple, ...]:
+    """``warnings.filters`` of a real interpreter that has imported the CLIs."""
+    printed = subprocess.run(
+        [sys.executable, "-c", _READ_FILTERS], capture_output=True, text=True, check=True
+    ).stdout
+    filters = []
+    for action, message, category_module, category, module, lineno in json.loads(printed):
+        kind = functools.reduce(
+            getattr, category.split("."), importlib.import_module(category_module)
+        )
+        filters.append((action, _matcher(*message, re.IGNORECASE), kind, _matcher(*module), lineno))
+    return tuple(filters)
+
+
+def _matcher(compiled: bool, text: str | None, flags: int = 0) -> re.Pattern | str | None:
+    """A filter's message or module matcher as it was: a regex, a plain string, or none."""
+    return re.compile(text, flags) if compiled else text
 
 
 def _show_warning(message: warnings.WarningMessage) -> None:
@@ -80,15 +102,12 @@ def _show_warning(message: warnings.WarningMessage) -> None:
     (message.file or sys.stderr).write(warnings._formatwarnmsg(message))  # type: ignore[attr-defined]
 
 
-def _as_a_fresh_process() -> None:
+def _as_a_fresh_process(filters: tuple[tuple, ...]) -> None:
     """Undo in a forked child what pytest and the earlier tests changed in this process:
     warning filters and printer, logging handlers, and the global random generators (a fresh
     interpreter seeds Python's and NumPy's from the OS; torch's from a fixed default)."""
-    warnings.resetwarnings()
-    for action, category, module in _DEFAULT_WARNINGS:
-        warnings.filterwarnings(action, category=category, module=module, append=True)
-    for option in sys.warnoptions:  # -W, as the interpreter would apply it
-        warnings._setoption(option)  # type: ignore[attr-defined]
+    warnings.filters[:] = list(filters)
+    warnings._filters_mutated()  # type: ignore[attr-defined]
     warnings._showwarnmsg_impl = _show_warning  # type: ignore[attr-defined]
     warnings.showwarning = warnings._showwarning_orig  # type: ignore[attr-defined]
     # runpy's note that the module was imported before (by the parent, on purpose).
@@ -121,10 +140,11 @@ def run_cli(
             command, capture_output=True, text=True, cwd=cwd, env=env, timeout=600
         )
     importlib.import_module(f"rdpgan.{cli}")  # its imports, loaded once in this process
+    filters = _cli_warning_filters()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()
         if pid == 0:  # the child: never returns into pytest
-            _run_forked(f"rdpgan.{cli}", args, cwd, env, out.fileno(), err.fileno())
+            _run_forked(f"rdpgan.{cli}", args, cwd, env, (out.fileno(), err.fileno()), filters)
         status = os.waitpid(pid, 0)[1]
         out.seek(0)
         err.seek(0)
@@ -133,7 +153,12 @@ def run_cli(
 
 
 def _run_forked(
-    module: str, args: list[str], cwd: Path, env: dict[str, str] | None, out: int, err: int
+    module: str,
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str] | None,
+    streams: tuple[int, int],
+    filters: tuple[tuple, ...],
 ) -> NoReturn:
     """In the forked child: the standard streams on files, the module run as ``__main__``
     (what ``python -m`` does: runpy), then exit with its code, skipping pytest's and atexit's
@@ -142,8 +167,8 @@ def _run_forked(
     try:
         signal.alarm(600)  # as subprocess.run's timeout: a hung CLI dies
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        os.dup2(out, 1)
-        os.dup2(err, 2)
+        os.dup2(streams[0], 1)
+        os.dup2(streams[1], 2)
         sys.stdin = open(0, closefd=False)  # noqa: SIM115
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
@@ -151,7 +176,7 @@ def _run_forked(
             os.environ.clear()
             os.environ.update(env)
         os.chdir(cwd)
-        _as_a_fresh_process()
+        _as_a_fresh_process(filters)
         sys.argv = [str(importlib.util.find_spec(module).origin), *args]
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -170,11 +195,12 @@ def _run_forked(
         os._exit(code)
 
 
-def train_cli(tmp_path: Path, *overrides: str, root: Path | None = None):
+def train_cli(tmp_path: Path, *overrides: str, root: Path | None = None, fresh: bool = False):
     env = {**os.environ}
     if root is not None:
         env["RDPGAN_DATA_DIR"] = str(root)
-    return run_cli("train", [f"hydra.run.dir={tmp_path / 'run'}", *overrides], tmp_path, env)
+    args = [f"hydra.run.dir={tmp_path / 'run'}", *overrides]
+    return run_cli("train", args, tmp_path, env, fresh=fresh)
 
 
 @pytest.fixture(scope="session")

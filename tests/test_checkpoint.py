@@ -81,7 +81,8 @@ def test_sigkill_then_resume_ends_with_the_uninterrupted_ledger(
     assert dp_steps(on_disk) >= checkpoint_step
     assert on_disk["epsilon_spent"] <= on_disk["epsilon_target"]
 
-    resumed = train_cli(tmp_path, "resume=true", root=small_adult)
+    # A fresh interpreter (its own string-hash seed) against the forked run it continues.
+    resumed = train_cli(tmp_path, "resume=true", root=small_adult, fresh=True)
     assert resumed.returncode == 0, resumed.stderr
     final = ledger(run)
     assert dp_steps(final) == dp_steps(uninterrupted)
@@ -109,7 +110,8 @@ def test_ctrl_c_stops_after_a_step_with_an_exact_ledger_and_resumes(tmp_path, sm
     stopped_at = json.loads((run / "checkpoint.json").read_text())["step"]
     assert dp_steps(ledger(run)) == stopped_at  # exact: nothing pre-charged is left over
     assert not (run / "synthetic.csv").exists()
-    resumed = train_cli(tmp_path, "resume=true", root=small_adult)
+    # A fresh interpreter (its own string-hash seed) against the forked run it continues.
+    resumed = train_cli(tmp_path, "resume=true", root=small_adult, fresh=True)
     assert resumed.returncode == 0, resumed.stderr
     assert ledger(run)["epsilon_spent"] <= 2.0
     # The moving average came back from the checkpoint: it covers every G step, not only
@@ -125,7 +127,8 @@ def test_a_run_killed_after_training_but_before_its_outputs_resumes_to_them(
     shutil.copytree(trained_run, run)
     delete_outputs(run)
     ledger_before = ledger(run)
-    resumed = train_cli(tmp_path, "resume=true", root=small_adult)
+    # A fresh interpreter (its own string-hash seed) against the forked run it continues.
+    resumed = train_cli(tmp_path, "resume=true", root=small_adult, fresh=True)
     assert resumed.returncode == 0, resumed.stderr
     assert ledger(run) == ledger_before  # no step taken: nothing more spent
     # The same generator, sampled with the same seed.
@@ -159,7 +162,8 @@ def test_the_moving_average_of_g_is_checkpointed(tmp_path, small_adult):
     assert any(not torch.equal(saved[k], state["generator"][k]) for k in saved)
     table = (run / "synthetic.csv").read_bytes()
     delete_outputs(run)
-    resumed = train_cli(tmp_path, "resume=true", root=small_adult)
+    # A fresh interpreter (its own string-hash seed) against the forked run it continues.
+    resumed = train_cli(tmp_path, "resume=true", root=small_adult, fresh=True)
     assert resumed.returncode == 0, resumed.stderr
     assert (run / "synthetic.csv").read_bytes() == table
 
@@ -186,7 +190,8 @@ def test_a_run_recorded_before_a_setting_existed_resumes_as_it_ran(
             del section["train"][key]
         (run / record).write_text(json.dumps(meta))
     delete_outputs(run)
-    resumed = train_cli(tmp_path, "resume=true", root=small_adult)
+    # A fresh interpreter (its own string-hash seed) against the forked run it continues.
+    resumed = train_cli(tmp_path, "resume=true", root=small_adult, fresh=True)
     assert resumed.returncode == 0, resumed.stderr
     train = json.loads((run / "model.json").read_text())["train"]
     ran = {"max_steps": None, "bf16_generator_step": False, "generator_ema": 0.0}

@@ -252,7 +252,7 @@ def test_sampling_settings_on_the_command_line_apply_to_this_file_only(tmp_path,
     everything = {"sample_pool": 1, "tilt_sampling": False, "bf16_sampling": False}
     for settings in ({"sample_pool": 1}, {"tilt_sampling": False}, everything):
         words = [f"{name}={str(value).lower()}" for name, value in settings.items()]
-        result = sample_cli(tmp_path, *common, "out=chosen.csv", *words)
+        result = sample_cli(tmp_path, *common, "out=chosen.csv", *words, fresh=True)
         assert result.returncode == 0, result.stderr
         model = load_model(trained_run)
         model.model_config = replace(model.model_config, **settings)

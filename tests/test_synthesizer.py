@@ -130,8 +130,9 @@ def test_unknown_column_and_bad_target_are_refused():
         DPCGAN(device="cpu", **SMALL).fit(frame, "y", SCHEMA)
     with pytest.raises(UserInputError, match="nope"):
         DPCGAN(device="cpu", **SMALL).fit(toy_table(), "nope", SCHEMA)
-    with pytest.raises(UserInputError, match="single class"):
-        DPCGAN(device="cpu", **SMALL).fit(toy_table().assign(y=0), "y", SCHEMA)
+    one_level = [*SCHEMA[:-1], {**SCHEMA[-1], "levels": SCHEMA[-1]["levels"][:1]}]
+    with pytest.raises(UserInputError, match="single class"):  # the schema's, public
+        DPCGAN(device="cpu", **SMALL).fit(toy_table().assign(y=0), "y", one_level)
     with pytest.raises(UserInputError, match="1/n"):
         DPCGAN(delta=0.01, device="cpu", **SMALL).fit(toy_table(), "y", SCHEMA)
     # A released target (a paid schema's, reused from its schema.yaml): δ is checked against
@@ -139,6 +140,24 @@ def test_unknown_column_and_bad_target_are_refused():
     released = [*SCHEMA[:-1], {**SCHEMA[-1], "missing": True, "unlisted_as_missing": True}]
     with pytest.raises(UserInputError, match="1/n"):
         DPCGAN(delta=0.01, device="cpu", **SMALL).fit(toy_table(), "y", released)
+
+
+@pytest.mark.parametrize(("scale", "delta", "refused"), [(2.0, 6e-4, True), (0.5, 1e-3, False)])
+def test_delta_is_judged_from_the_released_row_count_not_the_exact_one(
+    monkeypatch, scale, delta, refused
+):
+    """1,200 rows; the released label counts scaled so that they and the exact count fall on
+    opposite sides of 1/δ: the released count decides (so one row never does)."""
+    release = measure.label_counts
+    monkeypatch.setattr(measure, "label_counts", lambda *args: scale * release(*args))
+    model = DPCGAN(delta=delta, device="cpu", **SMALL)
+    if refused:  # 1,200 < 1/δ ≈ 1,667 < ~2,400 released
+        with pytest.raises(UserInputError, match="1/n"):
+            model.fit(toy_table(), "y", SCHEMA)
+        assert [r.name for r in model.ledger.releases] == ["label_counts"]
+    else:  # ~600 released < 1/δ = 1,000 < 1,200
+        model.fit(toy_table(), "y", SCHEMA)
+        assert model.ledger.to_dict()["epsilon_spent"] <= 8.0
 
 
 def test_damaged_model_file_is_a_clear_error(tmp_path):

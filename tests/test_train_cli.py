@@ -168,7 +168,10 @@ def test_missing_data_file_names_the_root_and_the_download_script(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_one_class_target_is_refused(tmp_path, data_dir):
+def test_a_table_holding_one_declared_class_trains(tmp_path, data_dir):
+    """The classes are the schema's (public); how many the rows hold is never counted, since a
+    refusal would tell one row of the rarer class from none: the noisy label counts carry it."""
     result = train_cli(tmp_path, *FAST, root=one_class_root(tmp_path, data_dir))
-    assert result.returncode == 2
-    assert "single class" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert result.returncode == 0, result.stderr
+    ledger = json.loads((tmp_path / "run" / "privacy.json").read_text())
+    assert ledger["end_to_end"] and ledger["epsilon_spent"] <= ledger["epsilon_target"]

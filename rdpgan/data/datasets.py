@@ -99,6 +99,8 @@ def _read(path: Path, config: DatasetConfig, sep: str) -> pd.DataFrame:
         names=list(config.column_names) if config.column_names else None,
         index_col=False,
         sep=sep,
+        # pandas' C parser takes one-character separators only (it would warn, and fall back).
+        engine="python" if len(sep) > 1 else "c",
         na_values=list(config.na_values),
         keep_default_na=True,
         skipinitialspace=config.skipinitialspace,

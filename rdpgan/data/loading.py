@@ -75,8 +75,8 @@ def load_tables(
     delta), of which a private schema spends its fractions; ``released`` a private schema the
     run already paid for (resume, evaluation: nothing new is drawn). ``pay`` sees a private
     schema's cost before its noise (see :func:`~rdpgan.privacy.private_schema.private_schema`).
-    ``expected``: the schema a resumed run was trained with; any other is refused before a
-    row is read with it.
+    ``expected``: the schema a run was trained with (resume, evaluation, report); any other
+    is refused before a row is read with it.
     """
     cells = read_cells(dataset, root)
     raw_train, raw_test = split(cells, dataset.test_size, dataset.split_seed)
@@ -84,13 +84,10 @@ def load_tables(
     if expected is not None and release.schema.to_specs() != expected.to_specs():
         raise UserInputError(
             "the run's schema is not the one it was trained with (was its schema.yaml or "
-            "schema.file edited?); restore it to resume"
+            "schema.file edited?); restore it first"
         )
     train = conform_rows(raw_train, release, dataset, config)
-    # Under a private schema every refusal is decided from released values: how many classes
-    # the rows hold is not one (a class can be released and hold no row; its count is noisy).
-    counted = not classes_released(release.schema, dataset.target)
-    check_target(train, release.schema, dataset.target, rows=counted)
+    check_target(train, release.schema, dataset.target)
     return train, conform_rows(raw_test, release, dataset, config), release
 
 

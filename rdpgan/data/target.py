@@ -15,17 +15,17 @@ from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
 
 
-def check_target(frame: pd.DataFrame, schema: Schema, target: str, rows: bool = True) -> None:
-    """The target must be a declared categorical column, never missing, with at least two
-    classes present in the rows (``rows=False`` skips that count: under a private schema the
-    classes are released, and a refusal must not depend on how many the rows hold)."""
+def check_target(frame: pd.DataFrame, schema: Schema, target: str) -> None:
+    """The target must be a categorical column of at least two classes in the schema, never
+    missing in the rows. How many classes the rows hold is never counted: a refusal would
+    then tell one row of the rarest class from none (the noisy label counts carry it)."""
     column = schema[target]
     if not isinstance(column, Categorical):
         raise UserInputError(f"target {target!r} must be a categorical column in the schema")
+    if len(column.levels) < 2:
+        raise UserInputError(f"target {target!r} has a single class; nothing to condition on")
     if frame[target].isna().any():
         raise UserInputError(f"target {target!r} has missing values")
-    if rows and frame[target].nunique() < 2:
-        raise UserInputError(f"target {target!r} has a single class; nothing to condition on")
 
 
 def classes_released(schema: Schema, target: str) -> bool:
