@@ -107,7 +107,7 @@ def conform_rows(
     one-vs-rest, or left out when its class was not released, by its own target alone."""
     schema, target = release.schema, dataset.target
     released = classes_released(schema, target)
-    frame = cells.drop(columns=list(config.drop) + dropped_by_file(config, cells, target))
+    frame = _without_dropped(cells, config, target)
     if not released and frame[target].isna().any():
         raise UserInputError(f"target column {target!r} has missing values")
     if release.one_vs_rest is not None:
@@ -143,7 +143,7 @@ def resolve_schema(
         raise UserInputError(f"schema.drop names {unknown[0]!r}, which is not a column")
     if dataset.target in config.drop:
         raise UserInputError("schema.drop cannot drop the target")
-    frame = cells.drop(columns=list(config.drop) + dropped_by_file(config, cells, dataset.target))
+    frame = _without_dropped(cells, config, dataset.target)
     _check_types(frame, config)
     if config.source == "private":
         if released is not None:
@@ -172,6 +172,11 @@ def resolve_schema(
         release = SchemaRelease(Schema(columns))
     _name_positive(release, dataset.target, dataset.positive_label)
     return release
+
+
+def _without_dropped(cells: pd.DataFrame, config: SchemaConfig, target: str) -> pd.DataFrame:
+    """The cells without the columns ``schema.drop`` and a declared schema file leave out."""
+    return cells.drop(columns=list(config.drop) + dropped_by_file(config, cells, target))
 
 
 def _name_positive(release: SchemaRelease, target: str, positive: Any) -> None:
@@ -260,7 +265,6 @@ def inferred_schema(
     dropped: dict[str, str] = {}
     for name in frame.columns:
         series = frame[name]
-        missing = bool(series.isna().any())
         if name == target:
             specs.append(ColumnSpec(name, "categorical", levels=list(target_levels)))
         elif kinds[name] == "continuous":
@@ -277,7 +281,7 @@ def inferred_schema(
                     float(finite.min()),
                     float(finite.max()),
                     integer=integer,
-                    missing=missing or bool(np.isnan(values).any()),
+                    missing=bool(np.isnan(values).any()),  # a blank, or text read as missing
                 )
             )
         else:
