@@ -4,8 +4,9 @@ The attacker sees the synthetic table (and, for the density-ratio attack, some r
 the population that were not used for training) and must tell the training rows (members)
 from held-out real rows (non-members). Every attack outputs a score per row, higher meaning
 "member"; its ROC is what the report draws under the DP guarantee's bound. Distances are
-Euclidean in the transformer's encoding (one-hot blocks, continuous values in [-1, 1]), so
-every column counts on the same scale.
+Euclidean in the transformer's encoding (one-hot blocks) with each wide numeric column's
+position within its bin (in [-1, 1]), so every column counts on the same scale and a copied
+row is closer than a row that only shares its bins.
 
 - ``distance to closest record`` (DCR): members sit closer to a synthetic row if the generator
   copied them.
@@ -52,8 +53,9 @@ class AuditResult:
 
 def _encoded(transformer: TableTransformer, frame: pd.DataFrame) -> np.ndarray:
     features = transformer.encode(frame)
+    within = transformer.within_bins(frame).astype(np.float32)
     labels = np.eye(transformer.n_classes, dtype=np.float32)[transformer.encode_labels(frame)]
-    return np.concatenate([features, labels], axis=1)
+    return np.concatenate([features, within, labels], axis=1)
 
 
 def _kth_distance(reference: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:

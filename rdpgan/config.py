@@ -113,6 +113,12 @@ class PrivacyConfig:
     # Share of epsilon (pure, exponential mechanism) for choosing which pairs of columns have
     # their joint distribution released (a spanning tree, strongest dependence first).
     selection_fraction: float = 0.05
+    # Share of epsilon (Gaussian, calibrated alone) for the densities of the wide numeric
+    # columns (rdpgan.measure.numeric_densities): G's bins are cut at equal released mass and a
+    # number's place within its bin follows the density. 0: equal-width bins, uniform within.
+    # 0.15 is the least round share the RDP accountant certifies at epsilon 1 (its orders stop
+    # at 63, so one Gaussian release cannot be certified below epsilon ~0.11 at delta 1e-5).
+    numeric_density_fraction: float = 0.15
     # What keys the secret randomness (Poisson masks, every DP noise draw, the fakes paired with
     # real rows). None: a 128-bit key from the operating system's entropy, fresh every run, so
     # knowing ``seed`` (written in run.json and model.json) reveals nothing. An integer makes

@@ -15,6 +15,9 @@ on neighbouring tables through these same functions.
   spanning tree of feature pairs chosen by the exponential mechanism (:func:`select_pairs`)
   and their joint distributions (:func:`pair_marginals`), which the generator's marginal loss
   and the sampler's raking (:mod:`rdpgan.postprocess`) match.
+- :func:`numeric_densities`: each wide numeric column's distribution over fine cells of its
+  public range (a hierarchical histogram), from which the generator's bins are cut at equal
+  released mass and a decoded number takes its place within its bin.
 """
 
 from __future__ import annotations
@@ -45,6 +48,12 @@ PAIR_NOISE_LIMIT = 0.5
 # Pairs beyond the spanning forest, as a share of its edges: a tree links every column but
 # leaves most strong dependences (education with marital status, ...) to G alone.
 EXTRA_PAIRS = 1.0
+# Levels of the hierarchical histogram of a wide numeric column: 2, 4, ..., 1,024 cells of its
+# public unit interval (a cell is 1/1,024 of the range in the column's public transform).
+DENSITY_LEVELS = 10
+# A cell's count is split between its two halves by their noisy counts only where it is at
+# least this many noise stds; below, evenly (the noise would decide the split).
+DENSITY_SPLIT_NOISE = 3.0
 
 
 @dataclass
@@ -78,6 +87,7 @@ class Marginals:
 
 #: The ledger names of the releases G and the sampler match.
 MARGINALS, PAIR_MARGINALS = "marginals", "pair_marginals"
+NUMERIC_DENSITIES = "numeric_densities"
 
 
 def marginal_noise(ledger: PrivacyLedger) -> float:
@@ -91,6 +101,71 @@ def marginal_noise(ledger: PrivacyLedger) -> float:
         ),
         default=0.0,
     )
+
+
+def affordable(ledger: PrivacyLedger, epsilon: float) -> bool:
+    """Whether the accountant can certify one Gaussian release costing ``epsilon`` on its own
+    (always, without privacy): the RDP accountant's orders stop at 63 and the moments one's
+    at 32, so below about 0.11 and 0.36 (at delta 1e-5) no noise is enough."""
+    if not ledger.private:
+        return True
+    try:
+        ledger.calibrate(1.0, 1, epsilon, alone=True)
+    except UserInputError:
+        return False
+    return True
+
+
+def level_counts(positions: np.ndarray, levels: int = DENSITY_LEVELS) -> list[np.ndarray]:
+    """The private query of one column: for each level l = 1..``levels``, the counts of its
+    values (positions in the unit interval [-1, 1]) in 2**l equal cells. One row adds one
+    count to one cell of each level."""
+    unit = (np.clip(np.asarray(positions, dtype=float), -1.0, 1.0) + 1.0) / 2.0
+    return [
+        np.bincount(
+            np.minimum((unit * 2**level).astype(np.int64), 2**level - 1), minlength=2**level
+        ).astype(float)
+        for level in range(1, levels + 1)
+    ]
+
+
+def numeric_densities(
+    positions: Sequence[np.ndarray],
+    ledger: PrivacyLedger,
+    epsilon: float,
+    rng: np.random.Generator,
+    levels: int = DENSITY_LEVELS,
+) -> list[np.ndarray]:
+    """Per column, its distribution over 2**``levels`` equal cells of the unit interval, from
+    its values' ``positions`` (those in no point mass and not missing).
+
+    Every level of every column is one table, and one row adds one count to one cell of each
+    (a row at a point mass or missing, to none), so the stacked tables move by
+    sqrt(columns × levels) in L2: the Gaussian mechanism costing ``epsilon`` on its own.
+    """
+    tables = [table for column in positions for table in level_counts(column, levels)]
+    released = _gaussian_tables(NUMERIC_DENSITIES, tables, ledger, epsilon, rng)
+    return [
+        tree_density([t for t, _ in released[i : i + levels]], released[i][1])
+        for i in range(0, len(released), levels)
+    ]
+
+
+def tree_density(levels: Sequence[np.ndarray], noise_std: float) -> np.ndarray:
+    """The finest level's distribution from noisy counts of every level (post-processing):
+    top down, each cell's estimate is split between its halves in the ratio of their clipped
+    noisy counts, or evenly where the cell holds fewer than ``DENSITY_SPLIT_NOISE`` noise
+    stds (PrivTree's rule: a split below the noise would follow the noise). Coarse levels fix
+    where the mass is, so the noise of the 1,024 fine cells does not add up along the range."""
+    estimate = np.array([max(float(levels[0].sum()), 0.0)])
+    for noisy in levels:
+        halves = np.clip(noisy, 0.0, None).reshape(-1, 2)
+        sums = halves.sum(axis=1, keepdims=True)
+        split = np.where(sums > 0, halves / np.where(sums > 0, sums, 1.0), 0.5)
+        split[estimate < DENSITY_SPLIT_NOISE * noise_std] = 0.5
+        estimate = (estimate[:, None] * split).ravel()
+    total = estimate.sum()
+    return estimate / total if total > 0 else np.full(len(estimate), 1.0 / len(estimate))
 
 
 def pair_candidates(
@@ -137,7 +212,7 @@ def release_marginals(
     (``fraction`` / 2). With no candidate pair, the per-class tables take all of ``fraction``.
     The budget is what the Gaussian releases may spend when this starts (epsilon less any
     pure-DP release before it, such as a private schema)."""
-    codes = transformer.split(features)[1]
+    codes = transformer.codes(features)
     sizes = transformer.code_sizes
     coarse_sizes = table_sizes(transformer.features, PAIR_BINS)
     # Every share is of the same base: what the Gaussian releases may spend before any of these.

@@ -1,14 +1,16 @@
 """DPCGAN: a conditional GAN whose discriminator is trained with DP-SGD.
 
-``fit(df)`` spends the privacy budget in up to three releases, all composed in one ledger:
+``fit(df)`` spends the privacy budget in up to four releases, all composed in one ledger:
 1. the label histogram (:func:`rdpgan.measure.label_counts`), which the generator samples
    labels from (its noisy total also stands in for the row count wherever one is needed);
-2. with ``model.marginal_weight > 0``, the marginals (:func:`rdpgan.measure.release_marginals`:
+2. the densities of the wide numeric columns (:func:`rdpgan.measure.numeric_densities`),
+   which cut their bins at equal released mass and place each sampled number within its bin;
+3. with ``model.marginal_weight > 0``, the marginals (:func:`rdpgan.measure.release_marginals`:
    each feature's code distribution per class, a private choice of column pairs and their
    joint tables), which the generator's marginal loss matches and sampling is tilted toward
    where they are precise, and raked toward with ``model.sample_pool`` > 1
    (:mod:`rdpgan.postprocess`);
-3. DP-SGD on the discriminator (Poisson sampling, per-sample clipping, Gaussian noise).
+4. DP-SGD on the discriminator (Poisson sampling, per-sample clipping, Gaussian noise).
 The generator only ever sees the discriminator's outputs and these releases, so it and every
 sample drawn from it are private by post-processing. ``sample(n)`` / ``save(dir)`` /
 ``DPCGAN.load(dir)`` complete the scikit-learn style API.
@@ -69,7 +71,9 @@ from rdpgan.transform import TableTransformer
 # 2: G normalises rows with LayerNorm (format 1's BatchNorm coupled the rows of a batch).
 # 3: numeric columns as codes (bins, point masses, missing) plus a within-bin position, and
 #    released marginals instead of class profiles.
-MODEL_FORMAT = 3
+# 4: wide numeric columns cut at equal mass of a released density, positions drawn from it
+#    (the generator no longer emits a position).
+MODEL_FORMAT = 4
 # What a training checkpoint must hold (see rdpgan.checkpoint.Checkpointer.save).
 CHECKPOINT_META = ("model", "history", "finished", "step")
 CHECKPOINT_TENSORS = (
@@ -173,11 +177,16 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
     ):
         if model.marginal_weight > 0 and not 0.0 < fraction < 1.0:
             raise UserInputError(f"{name} must be in (0, 1), got {fraction}")
+    density = privacy.numeric_density_fraction
+    if not 0.0 <= density < 1.0:
+        raise UserInputError(f"privacy.numeric_density_fraction must be in [0, 1), got {density}")
     marginals_share = privacy.marginals_fraction + privacy.selection_fraction
-    if model.marginal_weight > 0 and marginals_share >= 1.0:
+    shares = density + (marginals_share if model.marginal_weight > 0 else 0.0)
+    if shares >= 1.0:
         raise UserInputError(
-            "privacy.marginals_fraction + privacy.selection_fraction must be below 1 (DP-SGD "
-            f"needs the rest), got {marginals_share:g}"
+            "privacy.marginals_fraction + privacy.selection_fraction + "
+            f"privacy.numeric_density_fraction must be below 1 (DP-SGD needs the rest), got "
+            f"{shares:g}"
         )
     for name, count in (
         ("model.numeric_bins", model.numeric_bins),
@@ -234,6 +243,8 @@ class DPCGAN:
         self.ledger: PrivacyLedger | None = None
         self.label_probs: np.ndarray | None = None
         self.marginals: measure.Marginals | None = None
+        # Released densities of the wide numeric columns, by name (empty: none released).
+        self.densities: dict[str, list[float]] = {}
         self.positive_label: Any = None
         self.released_rows = 0
         # The noise std on one released count of the marginals, as model.json records it (a
@@ -290,32 +301,64 @@ class DPCGAN:
         self.charge_schema(release, checkpoint_dir)
         # Each later release reaches the file as soon as it is recorded, before its noise.
         self.ledger.on_record = lambda: self._ledger_to_disk(checkpoint_dir)
-        features, labels = self._encoded_rows(df, target, release.schema)
-        distributed.refuse_unless_same(features, labels)  # shards must partition one table
+        schema = release.schema
+        frame = _conformed(df, target, schema)
+        # Equal-width bins, from the schema alone: what the densities are measured on.
+        public = TableTransformer(schema, target, self.model_config.numeric_bins)
+        labels = public.encode_labels(frame)
+        distributed.refuse_unless_same(public.encode(frame), labels)  # one table, sharded
         self.positive_label = positive_label
         torch.manual_seed(self.seed)  # public randomness only: initialisation, G's own draws
         secret = self._secret(first_step=1)
         if distributed.rank() == 0:  # under torchrun, rank 0 releases and the others receive
-            self._release_statistics(features, labels, secret.numpy)
+            self._release_label_counts(labels, public.n_classes, secret.numpy)
+            positions = public.positions(frame)
+            self.densities = self._release_densities(positions, public.wide_columns, secret.numpy)
+        self._share_releases()
+        self.transformer = TableTransformer(
+            schema, target, self.model_config.numeric_bins, self.densities
+        )
+        features = self.transformer.encode(frame)
+        if distributed.rank() == 0:
+            self._release_marginals(features, labels, secret.numpy)
         self._share_releases()
         if distributed.world_size() > 1:  # (one process checked right after the label counts)
             self._check_row_count()
         return self._train(features, labels, checkpoint_dir, secret)
 
-    def _release_statistics(
-        self, features: np.ndarray, labels: np.ndarray, noise: np.random.Generator
+    def _release_label_counts(
+        self, labels: np.ndarray, n_classes: int, noise: np.random.Generator
     ) -> None:
-        """The label histogram and the marginals: released, and recorded in the ledger."""
-        assert self.transformer is not None and self.ledger is not None
-        n_classes = self.transformer.n_classes
+        """The label histogram, released and recorded; its noisy total stands in for the row
+        count everywhere after (δ's check first, so that a refused run spends less)."""
+        assert self.ledger is not None
         released = measure.label_counts(
             labels, n_classes, self.ledger, self.privacy.label_noise_multiplier, noise
         )
-        # Everything below that needs "how many rows" uses the released total, not len(df).
         self.released_rows = max(1, round(float(released.sum())))
         if distributed.world_size() == 1:  # (under torchrun, every rank checks after sharing)
-            self._check_row_count()  # before the marginals, so that a refused run spends less
+            self._check_row_count()
         self.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
+
+    def _release_densities(
+        self, positions: list[np.ndarray], names: list[str], noise: np.random.Generator
+    ) -> dict[str, list[float]]:
+        """The wide numeric columns' densities, released and recorded (none without a wide
+        column, with ``privacy.numeric_density_fraction`` 0, or where the accountant cannot
+        certify so small a share: all public facts)."""
+        assert self.ledger is not None
+        epsilon = self.privacy.numeric_density_fraction * self.ledger.gaussian_budget()
+        if not positions or epsilon <= 0 or not measure.affordable(self.ledger, epsilon):
+            return {}
+        densities = measure.numeric_densities(positions, self.ledger, epsilon, noise)
+        return {name: d.tolist() for name, d in zip(names, densities, strict=True)}
+
+    def _release_marginals(
+        self, features: np.ndarray, labels: np.ndarray, noise: np.random.Generator
+    ) -> None:
+        """The marginals G matches (with ``model.marginal_weight`` > 0), released and recorded."""
+        assert self.transformer is not None and self.ledger is not None
+        assert self.label_probs is not None
         if self.model_config.marginal_weight > 0 and self.transformer.code_sizes:
             self.marginals = measure.release_marginals(
                 features,
@@ -335,10 +378,20 @@ class DPCGAN:
         if distributed.world_size() == 1:
             return
         assert self.ledger is not None
-        shared = (self.label_probs, self.released_rows, self.marginals, self.ledger.to_dict())
-        self.label_probs, self.released_rows, self.marginals, ledger = distributed.from_rank_zero(
-            shared
+        shared = (
+            self.label_probs,
+            self.released_rows,
+            self.densities,
+            self.marginals,
+            self.ledger.to_dict(),
         )
+        (
+            self.label_probs,
+            self.released_rows,
+            self.densities,
+            self.marginals,
+            ledger,
+        ) = distributed.from_rank_zero(shared)
         if distributed.rank() != 0:
             self.ledger = PrivacyLedger.from_dict(ledger)
 
@@ -429,7 +482,9 @@ class DPCGAN:
             ) from exc
         assert model.transformer is not None
         target, schema = model.transformer.target, model.transformer.schema
-        features, labels = model._encoded_rows(df, target, schema)
+        frame = _conformed(df, target, schema)
+        features = model.transformer.encode(frame)
+        labels = model.transformer.encode_labels(frame)
         first_step = int(meta["step"]) + 1
         secret = model._secret(first_step)
         return model._train(features, labels, directory, secret, resume_from=(meta, tensors))
@@ -443,17 +498,6 @@ class DPCGAN:
             return Schema.from_specs(meta["model"]["schema"])
         except (KeyError, TypeError, ValueError) as exc:
             raise UserInputError(f"the run in {directory} has a damaged checkpoint.json") from exc
-
-    def _encoded_rows(
-        self, df: pd.DataFrame, target: str, schema: Schema
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The private rows checked against the schema, encoded once: (features, label codes).
-        Nothing here counts the rows or their classes (δ is checked against released values)."""
-        frame = schema.conform(df)
-        check_target(frame, schema, target)
-        if self.transformer is None:
-            self.transformer = TableTransformer(schema, target, self.model_config.numeric_bins)
-        return self.transformer.encode(frame), self.transformer.encode_labels(frame)
 
     def _train(
         self,
@@ -670,14 +714,17 @@ class DPCGAN:
             size = min(block, n - start)
             # ``pool`` generated rows per row kept; raking picks the rows to keep.
             candidates = torch.multinomial(probs, size * pool, True, generator=rng)
-            values, blocks = self._generate(candidates, rng)
+            blocks = self._generate(candidates, rng)
             labels = candidates.cpu().numpy()
             if raker is not None:
                 keep = raker(blocks, labels, size, numpy_rng)
-                values, blocks, labels = values[keep], blocks[keep], labels[keep]
-            parts.append((values, blocks, labels))
-        values, blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))
-        return values, blocks, labels
+                blocks, labels = blocks[keep], labels[keep]
+            parts.append((blocks, labels))
+        blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))
+        # Each wide column's position within its bin: a uniform quantile of its released
+        # density there (public randomness, from the same seed).
+        positions = numpy_rng.uniform(-1.0, 1.0, (n, len(self.transformer.wide_columns)))
+        return positions, blocks, labels
 
     def raking_pool(self) -> int:
         """Generated rows per sampled row: ``model.sample_pool``, or (null) ``RAKING_POOL``
@@ -708,15 +755,12 @@ class DPCGAN:
             return self.recorded_marginal_noise
         return measure.marginal_noise(self.ledger)
 
-    def _generate(
-        self, labels: torch.Tensor, rng: torch.Generator
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(within-bin positions, codes) of one generated row per label, each class's rows in
-        passes of their own (with the class's tilt)."""
+    def _generate(self, labels: torch.Tensor, rng: torch.Generator) -> np.ndarray:
+        """The codes of one generated row per label, each class's rows in passes of their own
+        (with the class's tilt)."""
         generator = self.generator
         assert generator is not None and self.label_probs is not None
         tilts = self._class_tilts()
-        values = torch.empty(len(labels), len(generator.tanh_index), device=self.device)
         blocks = len(generator.block_order)
         codes = torch.empty(len(labels), blocks, dtype=torch.long, device=self.device)
         with torch.no_grad(), self._products():
@@ -728,8 +772,8 @@ class DPCGAN:
                         len(rows), generator.latent_dim, generator=rng, device=self.device
                     )
                     parts = generator.sample_parts(z, y.expand(len(rows), -1), rng, tilt)
-                    values[rows], codes[rows] = parts
-        return values.cpu().numpy(), codes.cpu().numpy()
+                    codes[rows] = parts[1]
+        return codes.cpu().numpy()
 
     def _bf16_products(self) -> bool:
         """Whether sampling's matrix products run in bfloat16: where asked for and native."""
@@ -792,6 +836,8 @@ class DPCGAN:
             "label_probs": [float(p) for p in self.label_probs],
             # Released (DP) like label_probs: sampling is tilted (and raked) toward them.
             "marginals": None if self.marginals is None else self.marginals.to_dict(),
+            # Released (DP): the wide numeric columns' bins and positions within them.
+            "densities": self.transformer.densities,
             "marginal_noise": self.marginal_noise(),  # (public: from the ledger)
             "released_rows": self.released_rows,
             "epsilon": self.epsilon,
@@ -820,8 +866,12 @@ class DPCGAN:
             seed=meta["seed"],
             device=device,
         )
+        model.densities = {str(k): list(v) for k, v in meta["densities"].items()}
         model.transformer = TableTransformer(
-            Schema.from_specs(meta["schema"]), meta["target"], model.model_config.numeric_bins
+            Schema.from_specs(meta["schema"]),
+            meta["target"],
+            model.model_config.numeric_bins,
+            model.densities,
         )
         model.positive_label = meta["positive_label"]
         model.privacy_notes = list(meta.get("privacy_notes", []))
@@ -861,6 +911,14 @@ class DPCGAN:
         ) as exc:
             raise UserInputError(f"the model in {directory} is damaged or incompatible") from exc
         return model
+
+
+def _conformed(df: pd.DataFrame, target: str, schema: Schema) -> pd.DataFrame:
+    """The private rows checked against the schema. Nothing here counts the rows or their
+    classes (δ is checked against released values)."""
+    frame = schema.conform(df)
+    check_target(frame, schema, target)
+    return frame
 
 
 def _capped(steps: int, cap: int | None) -> int:

@@ -235,6 +235,7 @@ def test_declared_schema_file_is_free(tmp_path, messy_csv):
     ledger = read(tmp_path / "run", "privacy.json")
     assert [m["name"] for m in ledger["mechanisms"]] == [
         "label_counts",
+        "numeric_densities",
         "marginals",
         "pair_selection",
         "pair_marginals",

@@ -157,3 +157,28 @@ def test_every_position_decodes_inside_its_own_bin(column, n_bins):
         integers = integers[~np.isin(integers, column.point_masses)]
         possible = np.isin(np.arange(bins.n_values), bins.codes(integers)[0])
     assert not (moved & possible[codes]).any()
+
+
+def test_a_released_density_cuts_bins_of_equal_mass_and_places_values_by_it():
+    """Mass only in the top quarter of the range: every bin but the first lies there, and a
+    value's position within its bin is its quantile of the density (the round trip holds)."""
+    density = np.r_[np.zeros(48), np.ones(16)]
+    bins = Bins(SCORE, 4, density=tuple(density))
+    np.testing.assert_allclose(bins.edges, [-1.0, 0.625, 0.75, 0.875, 1.0])
+    values = np.array([7.6, 8.2, 9.1, 9.9])
+    codes, offsets = bins.codes(values)
+    np.testing.assert_array_equal(codes, [0, 1, 2, 3])
+    np.testing.assert_allclose(bins.values(codes, offsets), values, atol=1e-5)
+    # Bin 0 spans [0, 8.125) but its mass is in [7.5, 8.125): so are its decoded values.
+    decoded = bins.values(np.zeros(99, dtype=int), np.linspace(-0.98, 0.98, 99))
+    assert decoded.min() >= 7.5 and decoded.max() < 8.125
+
+
+def test_coarse_bins_of_a_density_nest_in_its_fine_bins():
+    rng = np.random.default_rng(1)
+    density = tuple(rng.exponential(size=256))
+    fine, coarse = Bins(SCORE, 40, density=density), Bins(SCORE, 20, density=density)
+    assert set(coarse.edges) <= set(fine.edges)
+    values = rng.uniform(0, 10, 2000)
+    pairs = set(zip(fine.codes(values)[0], coarse.codes(values)[0], strict=True))
+    assert len({f for f, _ in pairs}) == len(pairs)  # each fine bin in one coarse bin

@@ -72,7 +72,7 @@ def test_release_marginals_records_every_release_and_finds_a_copied_column():
     frame, features, labels, transformer = dependent_table()
     rng = np.random.default_rng(0)
     n = len(frame)
-    a = transformer.split(features)[1][:, 0]
+    a = transformer.codes(features)[:, 0]
     ledger = PrivacyLedger(8.0, 1e-5, "rdp")
     released = measure.release_marginals(
         features, labels, transformer, np.array([0.5, 0.5]), n, ledger, 0.5, 0.05, rng
@@ -163,3 +163,26 @@ def test_every_gaussian_release_is_rounded_to_its_public_grid_where_it_is_drawn(
     released = measure._gaussian_tables("t", tables, ledger, 1.0, np.random.default_rng(1))
     for table, std in released:
         assert std > 0 and on_grid(table, std) and not on_grid(table, 64 * std)
+
+
+def test_a_noiseless_hierarchical_histogram_gives_the_exact_finest_distribution():
+    rng = np.random.default_rng(0)
+    positions = np.clip(rng.normal(0.3, 0.1, 5000), -1, 1)
+    levels = measure.level_counts(positions, 6)
+    assert [len(t) for t in levels] == [2, 4, 8, 16, 32, 64]
+    assert all(t.sum() == 5000 for t in levels)
+    np.testing.assert_allclose(measure.tree_density(levels, 0.0), levels[-1] / 5000)
+
+
+def test_a_cell_below_the_noise_is_split_evenly_not_by_its_noisy_halves():
+    """Top down, a cell's estimate below DENSITY_SPLIT_NOISE stds is spread over its halves
+    evenly: the noise alone would otherwise decide where a rare value goes."""
+    noisy = [np.array([1000.0, 5.0]), np.array([600.0, 400.0, 5.0, 0.0])]
+    density = measure.tree_density(noisy, noise_std=10.0)
+    np.testing.assert_allclose(density * 1005, [600, 400, 2.5, 2.5])
+
+
+def test_numeric_densities_are_skipped_where_the_accountant_cannot_certify_them():
+    private = PrivacyLedger(1.0, 1e-5, "rdp")
+    assert measure.affordable(private, 0.5) and not measure.affordable(private, 0.05)
+    assert measure.affordable(PrivacyLedger(1.0, 1e-5, "none"), 0.05)

@@ -217,7 +217,7 @@ def test_a_release_is_on_disk_before_anything_after_its_noise_can_fail(tmp_path,
     with pytest.raises(RuntimeError, match="after the noise"):
         model.fit(toy_table(), "y", SCHEMA, checkpoint_dir=tmp_path)
     names = [m["name"] for m in json.loads((tmp_path / "privacy.json").read_text())["mechanisms"]]
-    assert names == ["label_counts", "marginals"]
+    assert names == ["label_counts", "numeric_densities", "marginals"]
 
 
 def test_sampling_in_blocks_keeps_the_count_the_class_shares_and_the_seed(monkeypatch):

@@ -78,6 +78,7 @@ def test_short_real_run_writes_every_output(trained_run):
     names = [m["name"] for m in ledger["mechanisms"]]
     assert names == [
         "label_counts",
+        "numeric_densities",
         "marginals",
         "pair_selection",
         "pair_marginals",

@@ -38,13 +38,21 @@ def table() -> pd.DataFrame:
     )
 
 
+def round_trip(transformer: TableTransformer, frame: pd.DataFrame) -> pd.DataFrame:
+    matrix = transformer.encode(frame)
+    labels = transformer.encode_labels(frame)
+    return transformer.decode_parts(
+        transformer.within_bins(frame), transformer.codes(matrix), labels
+    )
+
+
 def test_round_trip_restores_values_order_and_dtypes():
     frame = table()
     transformer = TableTransformer(SCHEMA, "label")
     matrix = transformer.encode(frame)
     assert matrix.shape == (4, transformer.width)
-    assert matrix.min() >= -1.0 and matrix.max() <= 1.0
-    back = transformer.decode(matrix, transformer.encode_labels(frame))
+    assert set(np.unique(matrix)) == {0.0, 1.0}  # one-hot blocks only
+    back = round_trip(transformer, frame)
     assert list(back.columns) == SCHEMA.names
     assert back.dtypes.astype(str).to_dict() == SCHEMA.dtypes()
     # Up to the margin that keeps a decoded value off its bin's edges (1e-6 of a bin).
@@ -55,8 +63,7 @@ def test_out_of_bounds_values_are_clipped_to_the_declared_bounds():
     frame = table()
     frame.loc[0, "age"] = 150
     frame.loc[1, "score"] = -1e6
-    transformer = TableTransformer(SCHEMA, "label")
-    back = transformer.decode(transformer.encode(frame), transformer.encode_labels(frame))
+    back = round_trip(TableTransformer(SCHEMA, "label"), frame)
     assert back.loc[0, "age"] == 90
     assert back.loc[1, "score"] == pytest.approx(-100)
 
@@ -78,7 +85,8 @@ def test_arrow_decoding_is_the_same_table_with_missing_as_null():
     transformer = TableTransformer(SCHEMA, "label")
     rng = np.random.default_rng(0)
     matrix = rng.normal(size=(500, transformer.width)) * 3
-    values, codes = transformer.split(matrix)
+    codes = transformer.codes(matrix)
+    values = rng.uniform(-1.0, 1.0, (500, len(transformer.wide_columns)))
     labels = rng.integers(0, 2, size=500)
     frame = transformer.decode_parts(values, codes, labels)
     table = transformer.decode_arrow(values, codes, labels)
@@ -118,18 +126,19 @@ def test_point_masses_and_missing_get_their_own_codes_and_come_back_exactly():
     frame = table()
     transformer = TableTransformer(SCHEMA, "label", n_bins=100)
     matrix = transformer.encode(frame)
-    codes = transformer.split(matrix)[1][:, 1]  # income: 100 bins, then 0, then missing
+    codes = transformer.codes(matrix)[:, 1]  # income: 100 bins, then 0, then missing
     assert codes.tolist() == [100, 94, 101, 99]  # log1p(52000.5) / log1p(1e5) = 0.943
     back = transformer.decode(matrix, transformer.encode_labels(frame))
     assert back.loc[0, "income"] == 0.0 and np.isnan(back.loc[2, "income"])
-    # A generator that picks the point-mass code yields exactly the mass, whatever its offset.
-    block, offset = transformer.spans[1], transformer.spans[2]
+    # A generator that picks the point-mass code yields exactly the mass, whatever its position.
+    block = transformer.spans[1]
     assert (block.activation, block.end - block.start) == ("softmax", 102)
-    assert (offset.activation, offset.end - offset.start) == ("tanh", 1)
-    matrix[:, offset.start] = 0.37
     matrix[:, block.start : block.end] = 0.0
     matrix[:, block.start + 100] = 1.0
-    assert (transformer.decode(matrix, np.zeros(4, dtype=int))["income"] == 0.0).all()
+    codes = transformer.codes(matrix)
+    anywhere = np.full((4, len(transformer.wide_columns)), 0.37)
+    decoded = transformer.decode_parts(anywhere, codes, np.zeros(4, dtype=int))
+    assert (decoded["income"] == 0.0).all()
 
 
 def test_small_integer_ranges_get_one_code_per_value_and_no_offset():
@@ -137,10 +146,31 @@ def test_small_integer_ranges_get_one_code_per_value_and_no_offset():
     transformer = TableTransformer(SCHEMA, "label", n_bins=100)
     age = transformer.spans[0]
     assert (age.activation, age.end - age.start) == ("softmax", 90 - 17 + 1)
-    assert transformer.spans[1].activation == "softmax"  # no tanh between age and income
+    assert transformer.wide_columns == ["income", "score"]  # age needs no position
     wide = Schema([Continuous("count", 0, 500, integer=True), Categorical("label", ("a", "b"))])
-    spans = TableTransformer(wide, "label", n_bins=10).spans  # 501 values: more than 100
-    assert [(s.activation, s.end - s.start) for s in spans] == [("softmax", 10), ("tanh", 1)]
+    spans = TableTransformer(wide, "label", n_bins=10).spans  # 501 values: more than 100: binned
+    assert [(s.activation, s.end - s.start) for s in spans] == [("softmax", 10)]
+
+
+def test_wide_columns_are_cut_at_equal_released_mass_and_decoded_inside_it():
+    """With a released density, a wide column's bins hold equal released mass, and sampled
+    numbers fall where the density puts them: here all of income's mass is in one cell of
+    1,024, so every decoded income lies in that cell, whatever its bin and position."""
+    density = np.zeros(1024)
+    density[700] = 1.0  # log1p income in [700/1024, 701/1024) of log1p(1e5): 3,000 to 3,040
+    transformer = TableTransformer(SCHEMA, "label", n_bins=8, densities={"income": density})
+    bins = transformer.bins["income"]
+    assert bins.n_values == 2  # one cut only: the cell holds every share of the mass
+    rng = np.random.default_rng(0)
+    codes = np.zeros((1000, 5), dtype=np.int64)
+    codes[:, 1] = rng.integers(0, bins.n_values, 1000)
+    values = rng.uniform(-1.0, 1.0, (1000, 2))
+    income = transformer.decode_parts(values, codes, np.zeros(1000, dtype=int))["income"]
+    lo, hi = np.expm1(np.log1p(1e5) * np.array([700, 701]) / 1024)
+    inside = income[codes[:, 1] == 0]
+    assert len(inside) > 400 and inside.between(lo, hi).all()
+    with pytest.raises(ValueError, match="not binned"):
+        TableTransformer(SCHEMA, "label", n_bins=100, densities={"age": density})
 
 
 def test_point_mass_outside_the_bounds_is_refused():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -34,11 +35,20 @@ EDGE_MARGIN = 1e-6
 
 @dataclass(frozen=True)
 class Bins:
-    """The codes of one continuous column at a given resolution."""
+    """The codes of one continuous column at a given resolution.
+
+    With a ``density`` (a released distribution over ``len(density)`` equal cells of the
+    column's unit interval, :func:`rdpgan.measure.numeric_densities`), the value codes are
+    ``n_bins`` bins of equal released mass instead of equal width (cut at cell edges, merged
+    where one cell holds more than a bin's share), and a position within a bin is a quantile
+    of the released distribution there: numbers are then right inside their bins, at the
+    resolution of the release, where a uniform position would spread a bin's values evenly.
+    """
 
     column: Continuous
     n_bins: int
     grid_limit: int | None = None  # most integer values that get a code each (default n_bins)
+    density: tuple[float, ...] | None = None
 
     @property
     def _grid(self) -> tuple[int, int]:
@@ -51,14 +61,44 @@ class Bins:
         limit = self.n_bins if self.grid_limit is None else self.grid_limit
         return self.column.integer and 1 <= last - first + 1 <= limit
 
+    @cached_property
+    def _cumulative(self) -> np.ndarray:
+        """The released distribution's CDF at the edges of its cells (uniform without one)."""
+        cells = np.ones(1) if self.density is None else np.clip(self.density, 0.0, None)
+        total = cells.sum()
+        cells = cells / total if total > 0 else np.full(len(cells), 1.0 / len(cells))
+        return np.concatenate([[0.0], np.minimum(np.cumsum(cells), 1.0)])
+
+    @cached_property
+    def edges(self) -> np.ndarray:
+        """The value bins' edges in the unit interval [-1, 1] (n_values + 1 of them)."""
+        if self.density is None:
+            return np.linspace(-1.0, 1.0, self.n_bins + 1)
+        cells = len(self.density)
+        shares = np.arange(1, self.n_bins) / self.n_bins
+        # The first cell edge where the released CDF reaches each share.
+        cut = np.searchsorted(self._cumulative, shares - 1e-12, side="left")
+        inner = np.unique(cut[(cut > 0) & (cut < cells)])
+        return np.concatenate([[-1.0], 2.0 * inner / cells - 1.0, [1.0]])
+
     @property
     def n_values(self) -> int:
         first, last = self._grid
-        return last - first + 1 if self.on_grid else self.n_bins
+        return last - first + 1 if self.on_grid else len(self.edges) - 1
 
     @property
     def size(self) -> int:
         return self.n_values + len(self.column.point_masses) + int(self.column.missing)
+
+    def value_mask(self, values: np.ndarray) -> np.ndarray:
+        """Which values fall in a value code (not missing, not on a declared point mass)."""
+        values = np.asarray(values, dtype=float)
+        filled = np.clip(np.where(np.isnan(values), self.column.lo, values), *self._bounds)
+        return ~np.isnan(values) & ~np.isin(filled, self.column.point_masses)
+
+    @property
+    def _bounds(self) -> tuple[float, float]:
+        return self.column.lo, self.column.hi
 
     def codes(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(code, offset in [-1, 1] within the bin) per value; offsets are 0 on a grid, at a
@@ -67,16 +107,18 @@ class Bins:
         missing = np.isnan(values)
         # Clipped first, as the schema promises: a value beyond a bound that is a point mass
         # *is* that point mass (what the generator emits for it), not the edge bin's.
-        filled = np.clip(np.where(missing, self.column.lo, values), self.column.lo, self.column.hi)
+        filled = np.clip(np.where(missing, self.column.lo, values), *self._bounds)
         if self.on_grid:
             first = self._grid[0]
             clipped = np.clip(np.round(filled), first, self._grid[1])
             codes = (clipped - first).astype(np.int64)
             offsets = np.zeros(len(values))
         else:
-            position = (self.column.to_unit(filled) + 1.0) / 2.0 * self.n_bins
-            codes = np.clip(np.floor(position), 0, self.n_bins - 1).astype(np.int64)
-            offsets = np.clip(2.0 * (position - codes) - 1.0, -1.0, 1.0)
+            unit = self.column.to_unit(filled)
+            codes = np.searchsorted(self.edges[1:-1], unit, side="right").astype(np.int64)
+            low, high = self._mass(self.edges[codes]), self._mass(self.edges[codes + 1])
+            within = (self._mass(unit) - low) / np.where(high > low, high - low, 1.0)
+            offsets = np.clip(2.0 * within - 1.0, -1.0, 1.0)
         for i, mass in enumerate(self.column.point_masses):
             at_mass = ~missing & (filled == mass)
             codes[at_mass] = self.n_values + i
@@ -86,8 +128,26 @@ class Bins:
             offsets[missing] = 0.0
         return codes, offsets
 
+    def _mass(self, unit: np.ndarray) -> np.ndarray:
+        """The released CDF at positions of the unit interval (linear within a cell)."""
+        cdf = self._cumulative
+        return np.interp(unit, np.linspace(-1.0, 1.0, len(cdf)), cdf)
+
+    def _position(self, value_codes: np.ndarray, within: np.ndarray) -> np.ndarray:
+        """The unit position at quantile ``within`` (in [0, 1]) of each code's bin under the
+        released distribution (where a bin holds no released mass: linearly across it)."""
+        left, right = self.edges[value_codes], self.edges[value_codes + 1]
+        low, high = self._mass(left), self._mass(right)
+        grid = np.linspace(-1.0, 1.0, len(self._cumulative))
+        # The CDF is linear within a cell, so its inverse is too (np.interp on the flipped
+        # pairs; flat stretches hold no mass and are never landed in from the inside).
+        target = low + within * (high - low)
+        inverse = np.interp(target, self._cumulative, grid)
+        linear = left + within * (right - left)
+        return np.clip(np.where(high > low, inverse, linear), left, right)
+
     def values(self, codes: np.ndarray, offsets: np.ndarray | None = None) -> np.ndarray:
-        """Values from codes (and offsets; the bin's centre without them): the inverse of
+        """Values from codes (and offsets; the bin's middle without them): the inverse of
         :meth:`codes` up to the position within a bin."""
         codes = np.asarray(codes, dtype=np.int64)
         value_codes = np.minimum(codes, self.n_values - 1)
@@ -102,12 +162,12 @@ class Bins:
 
     def _within_bins(self, value_codes: np.ndarray, offsets: np.ndarray | None) -> np.ndarray:
         """A value inside each code's own bin, so that it encodes back to that code: what
-        raking matched is then what the decoded table shows. An offset of exactly ±1 (tanh
-        saturates) would sit on an edge, rounding an integer can cross one, and a declared
-        point mass inside a bin has a code of its own."""
+        raking matched is then what the decoded table shows. An offset of exactly ±1 would
+        sit on an edge, rounding an integer can cross one, and a declared point mass inside a
+        bin has a code of its own."""
         within = np.zeros(len(value_codes)) if offsets is None else np.asarray(offsets, float)
         fraction = np.clip((within + 1.0) / 2.0, EDGE_MARGIN, 1.0 - EDGE_MARGIN)
-        unit = 2.0 * (value_codes + fraction) / self.n_bins - 1.0
+        unit = self._position(value_codes, fraction)
         masses = self.column.point_masses
         if not self.column.integer:
             values = self.column.from_unit(unit)
@@ -116,10 +176,10 @@ class Bins:
         exact_column = replace(self.column, integer=False)
         exact = exact_column.from_unit(unit)
         # The integers of each bin: from the ceiling of its left edge to below its right one.
-        left = exact_column.from_unit(2.0 * value_codes / self.n_bins - 1.0)
-        right = exact_column.from_unit(2.0 * (value_codes + 1) / self.n_bins - 1.0)
+        left = exact_column.from_unit(self.edges[value_codes])
+        right = exact_column.from_unit(self.edges[value_codes + 1])
         first = np.ceil(left)
-        last = np.where(value_codes == self.n_bins - 1, np.floor(right), np.ceil(right) - 1)
+        last = np.where(value_codes == self.n_values - 1, np.floor(right), np.ceil(right) - 1)
         values = np.clip(np.round(exact), first, np.maximum(first, last))
         for _ in range(2):  # step off a point mass (two passes: adjacent masses)
             for mass in masses:

@@ -30,7 +30,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rdpgan import measure
+from rdpgan import measure, synthesizer
 from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.data.discretize import table_sizes
 from rdpgan.data.loading import load_tables
@@ -43,7 +43,6 @@ from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.mechanisms.stability import stability_threshold
 from rdpgan.privacy.private_schema import candidate_counts, round_quantile_scores
 from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
-from rdpgan.synthesizer import DPCGAN
 from rdpgan.training import CGANTrainer
 from rdpgan.transform import TableTransformer
 
@@ -349,7 +348,7 @@ def test_the_marginals_move_by_at_most_their_declared_sensitivity(monkeypatch):
         for table in neighbours(seed):
             ledger, noise = PrivacyLedger(8.0, 1e-5, "rdp"), ZeroNoise()
             features, labels = encoded(table)
-            codes = TRANSFORMER.split(features)[1]
+            codes = TRANSFORMER.codes(features)
             measure.marginals(codes, labels, TRANSFORMER.code_sizes, 2, ledger, 0.5, noise)
             declared.add(assert_noise_matches_the_ledger(noise, ledger))
         worst = max(worst, float(np.linalg.norm(released[1][1] - released[0][1])))
@@ -359,8 +358,29 @@ def test_the_marginals_move_by_at_most_their_declared_sensitivity(monkeypatch):
     assert worst == pytest.approx(sensitivity)  # every added row reaches the bound: it is tight
 
 
+def test_the_numeric_densities_move_by_at_most_their_declared_sensitivity(monkeypatch):
+    """Every level of every wide column's hierarchical histogram, stacked: one row moves one
+    cell of each level of each column where its value is in a value code (none at a point
+    mass or missing, and a clipped extreme still lands in one cell)."""
+    released = spy_on_releases(monkeypatch)
+    assert TRANSFORMER.wide_columns == ["x", "n", "w"]
+    worst, declared = 0.0, set()
+    for seed in range(200):
+        released.clear()
+        for table in neighbours(seed):
+            ledger, noise = PrivacyLedger(8.0, 1e-5, "rdp"), ZeroNoise()
+            positions = TRANSFORMER.positions(SCHEMA.conform(table))
+            measure.numeric_densities(positions, ledger, 0.5, noise)
+            declared.add(assert_noise_matches_the_ledger(noise, ledger))
+        worst = max(worst, float(np.linalg.norm(released[1][1] - released[0][1])))
+    (sensitivity,) = declared
+    assert sensitivity == pytest.approx(math.sqrt(3 * measure.DENSITY_LEVELS))
+    assert worst <= sensitivity + SLACK
+    assert worst == pytest.approx(sensitivity)  # a row in every column's values reaches it
+
+
 def coarse_codes(table: pd.DataFrame) -> np.ndarray:
-    codes = TRANSFORMER.split(encoded(table)[0])[1]
+    codes = TRANSFORMER.codes(encoded(table)[0])
     maps = TRANSFORMER.coarse_maps(measure.PAIR_BINS)
     return np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
 
@@ -660,7 +680,7 @@ def test_a_private_run_ends_the_same_way_on_neighbouring_tables(
             continue
         # What fit and resume check next must not refuse: δ = 0.01 is not below 1/n of these
         # ~320 rows, so a check that counted the rows kept (or their classes) would.
-        DPCGAN(epsilon=50.0, delta=0.01)._encoded_rows(train, "y", release.schema)
+        synthesizer._conformed(train, "y", release.schema)
         rows = Counter(map(tuple, train.astype(str).to_numpy().tolist()))
         endings.append(("kept", rows, release.schema.to_specs()))
     (kind_a, a, specs_a), (kind_b, b, specs_b) = endings
