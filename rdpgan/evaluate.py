@@ -3,10 +3,12 @@
 Utility is the paper's score: eight classifiers are trained on ``synthetic.csv`` and scored by
 AUROC on the run's held-out real rows (``test.csv``); the same eight trained on the real train
 split give the ``real`` reference row. Fidelity (:mod:`rdpgan.fidelity`) compares the synthetic
-table's marginals with the real train split's; the held-out rows, scored the same way, give the
-``floor`` (what a fresh sample of real rows achieves). The real train split is rebuilt from the
-run's own ``run.json`` (same file, same split seed) and, for a private schema, its
-``schema.yaml``, so it never has to be written into the run directory.
+table's marginals with the real train split's, at the public bins (``fidelity``) and at 20
+quantiles of each numeric train column (``fidelity_quantile``); the held-out rows, scored the
+same way, give the floors (``fidelity_floor``, ``fidelity_quantile_floor``: what a fresh sample
+of real rows achieves). The real train split is rebuilt from the run's own ``run.json`` (same
+file, same split seed) and, for a private schema, its ``schema.yaml``, so it never has to be
+written into the run directory.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ from omegaconf import DictConfig
 from rdpgan.cli import guarded, precheck_overrides, read_run_config, to_typed
 from rdpgan.config import EvaluateConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
-from rdpgan.fidelity import fidelity_scores
+from rdpgan.fidelity import Resolution, fidelity_scores
 from rdpgan.io import read_json, write_json
 from rdpgan.runs import load_run_tables, require_finished, require_held_out
 from rdpgan.utility import UtilityScores, classifier_auroc
 
 register_configs()
+
+#: evaluation.json's key of each resolution's scores (the held-out floor: the key + "_floor").
+FIDELITY_KEYS: dict[Resolution, str] = {"public": "fidelity", "quantile": "fidelity_quantile"}
 
 
 def score_table(
@@ -80,17 +85,26 @@ def evaluate_run(
     result = score_table(synthetic, test, schema, target, positive, seed, n_jobs).to_dict()
     if real_scores is not None:
         result["real"] = real_scores.to_dict()
-    result["fidelity"] = fidelity_scores(real_rows, synthetic, schema, target)
-    result["fidelity_floor"] = fidelity_scores(real_rows, test, schema, target)
+    for resolution, key in FIDELITY_KEYS.items():
+        result[key] = fidelity_scores(real_rows, synthetic, schema, target, resolution=resolution)
+        result[f"{key}_floor"] = fidelity_scores(
+            real_rows, test, schema, target, resolution=resolution
+        )
     write_json(run_dir / "evaluation.json", result)
     return result
 
 
-def fidelity_line(scores: dict[str, Any], floor: dict[str, Any]) -> str:
-    """One line: each mean TVD, with the held-out real rows' in brackets."""
-    names = {"tvd_1way": "1-way", "tvd_2way": "2-way", "tvd_3way_target": "3-way"}
-    parts = [f"{name} {scores[key]:.3f} ({floor[key]:.3f})" for key, name in names.items()]
-    return "fidelity TVD " + ", ".join(parts) + " (held-out real rows in brackets)"
+def fidelity_line(result: dict[str, Any]) -> str:
+    """One line: the 1-, 2- and 3-way mean TVDs at each resolution, the held-out real rows'
+    in brackets."""
+    keys = ("tvd_1way", "tvd_2way", "tvd_3way_target")
+    parts = []
+    for resolution, key in FIDELITY_KEYS.items():
+        scores, floor = result[key], result[f"{key}_floor"]
+        mine = "/".join(f"{scores[k]:.3f}" for k in keys)
+        floors = "/".join(f"{floor[k]:.3f}" for k in keys)
+        parts.append(f"{resolution} bins {mine} ({floors})")
+    return "fidelity TVD 1/2/3-way: " + "; ".join(parts) + " (held-out real rows in brackets)"
 
 
 @hydra.main(config_path="../configs", config_name="evaluate", version_base="1.3")
@@ -102,7 +116,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         if "real" in result:
             line += f"; real {result['real']['mean']:.4f}"
         print(line)
-        print(fidelity_line(result["fidelity"], result["fidelity_floor"]))
+        print(fidelity_line(result))
 
     guarded(task)
 

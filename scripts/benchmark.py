@@ -47,10 +47,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from rdpgan.cli import compose_run_config, existing_files, remove_new_files
 from rdpgan.data.loading import Table, load_split
-from rdpgan.data.schema import Schema
+from rdpgan.data.schema import Continuous, Schema
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.evaluate import score_table
-from rdpgan.fidelity import fidelity_scores
+from rdpgan.fidelity import fidelity_scores, per_column_tvd
 from rdpgan.io import atomic_write
 from rdpgan.train import run as train_run
 from rdpgan.train import spending_record
@@ -65,6 +65,9 @@ FIDELITY_COLUMNS = (
     "k_marginal",
     "association_difference",
 )
+# The same TVDs at the data's resolution (20 quantiles of each numeric train column), prefixed
+# "q_"; with the worst numeric column's 1-way TVD and its name (``q_worst_numeric_column``).
+QUANTILE_COLUMNS = ("tvd_1way", "tvd_2way", "tvd_3way_target")
 
 
 @dataclass
@@ -172,10 +175,20 @@ def compute_real_reference(cfg: BenchmarkConfig, repeat: int, path: Path, keys: 
 
 def fidelity_columns(
     train: pd.DataFrame, rows: pd.DataFrame, schema: Schema, target: str
-) -> dict[str, float]:
-    """The scalar fidelity scores of ``rows`` against the train split."""
-    scores = fidelity_scores(train, rows, schema, target)
-    return {key: scores[key] for key in FIDELITY_COLUMNS}
+) -> dict[str, float | str | None]:
+    """The scalar fidelity scores of ``rows`` against the train split, at the public bins and
+    (``q_``) at the data's resolution."""
+    public = fidelity_scores(train, rows, schema, target)
+    quantile = fidelity_scores(train, rows, schema, target, resolution="quantile")
+    tvd = per_column_tvd(train, rows, schema, resolution="quantile")
+    numeric = [c.name for c in schema.columns if isinstance(c, Continuous)]
+    worst = max(numeric, key=lambda name: tvd[name], default=None)
+    return {
+        **{key: public[key] for key in FIDELITY_COLUMNS},
+        **{f"q_{key}": quantile[key] for key in QUANTILE_COLUMNS},
+        "q_worst_numeric_1way": None if worst is None else tvd[worst],
+        "q_worst_numeric_column": worst,
+    }
 
 
 def cell_noise_seed(cfg: BenchmarkConfig, repeat: int) -> int:

@@ -33,6 +33,15 @@ FIDELITY = {
     "k_marginal": "k-marginal",
     "association_difference": "assoc. diff.",
 }
+# The same TVDs at the data's resolution (scripts/benchmark.py's q_ columns: 20 quantile cells
+# of each numeric train column), each shown beside its public one. CSVs written before them
+# lack them: their tables show the public columns only, or "–" where some rows lack them.
+QUANTILE_FIDELITY = {
+    "q_tvd_1way": "1-way TVD (quantiles)",
+    "q_tvd_2way": "2-way TVD (quantiles)",
+    "q_tvd_3way_target": "3-way TVD (quantiles)",
+    "q_worst_numeric_1way": "worst numeric 1-way TVD (quantiles)",
+}
 # Issue 11's bar on Adult: (epsilon, column, bound, "max" or "min").
 BAR = (
     (8.0, "tvd_1way", 0.02, "max"),
@@ -125,16 +134,51 @@ def share_line(runs: pd.DataFrame, real: pd.DataFrame, dataset: str) -> str:
     return text + "."
 
 
+def fidelity_cell(rows: pd.DataFrame, column: str) -> str:
+    """``fmt`` of a score, "–" when the rows lack it; the worst numeric column's TVD names the
+    column that was worst most often."""
+    if column not in rows.columns:
+        return "–"
+    text = fmt(rows[column])
+    if column == "q_worst_numeric_1way" and "q_worst_numeric_column" in rows.columns:
+        names = rows["q_worst_numeric_column"].dropna()
+        text += f" ({names.mode().iloc[0]})" if not names.empty else ""
+    return text
+
+
+def fidelity_caption(runs: pd.DataFrame) -> str:
+    text = (
+        "Fidelity against the train split (public bins: 20 per wide numeric column; mean ±"
+        " std over repeats; AIM and MST cut numbers into 32 public bins)"
+    )
+    if any(c in runs.columns for c in QUANTILE_FIDELITY):
+        text += (
+            ". Columns marked (quantiles) are at the data's resolution: each numeric column cut"
+            " at 20 quantiles of its train rows, where numbers that clump inside the public bins"
+            " show (the worst numeric column: in brackets, the one most often worst)"
+        )
+    return text + ":"
+
+
 def fidelity_table(runs: pd.DataFrame, real: pd.DataFrame) -> str:
-    """Mean (± std) of every fidelity score and of AUROC ÷ real, per method and ε; the
-    held-out real rows first, as the floor."""
-    columns = [c for c in FIDELITY if c in runs.columns]
-    if not columns:
+    """Mean (± std) of every fidelity score and of AUROC ÷ real, per method and ε, each TVD at
+    the data's resolution beside its public one where the CSV has it; the held-out real rows
+    first, as the floor."""
+    public = [c for c in FIDELITY if c in runs.columns]
+    if not public:
         return "No fidelity scores yet."
-    header = ["", "ε", *[FIDELITY[c] for c in columns], "AUROC ÷ real", "runs"]
+    columns = []
+    for column in public:
+        columns.append(column)
+        if f"q_{column}" in runs.columns:
+            columns.append(f"q_{column}")
+    if "q_worst_numeric_1way" in runs.columns:
+        columns.append("q_worst_numeric_1way")
+    names = {**FIDELITY, **QUANTILE_FIDELITY}
+    header = ["", "ε", *[names[c] for c in columns], "AUROC ÷ real", "runs"]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    if all(c in real.columns for c in columns):
-        floor = [fmt(real[c]) for c in columns]
+    if all(c in real.columns for c in public):
+        floor = [fidelity_cell(real, c) for c in columns]
         lines.append(f"| held-out real rows (floor) | – | {' | '.join(floor)} | 1 | {len(real)} |")
     cells = [("cgan (non-private)", runs[runs["method"] == "cgan"], "–")]
     for method in PRIVATE_METHODS:
@@ -144,7 +188,7 @@ def fidelity_table(runs: pd.DataFrame, real: pd.DataFrame) -> str:
     for name, sub, eps in cells:
         if sub.empty:
             continue
-        values = [fmt(sub[c]) for c in columns]
+        values = [fidelity_cell(sub, c) for c in columns]
         lines.append(
             f"| {name} | {eps} | {' | '.join(values)} | {fmt(sub['share_of_real'])} | {len(sub)} |"
         )
@@ -362,8 +406,7 @@ def main() -> None:
             "",
             epsilon_table(runs, real),
             "",
-            "Fidelity against the train split (public bins: 20 per wide numeric column; mean ±"
-            " std over repeats; AIM and MST cut numbers into 32 public bins):",
+            fidelity_caption(runs),
             "",
             fidelity_table(runs, real),
             "",

@@ -7,10 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+from report_benchmark import fidelity_table  # noqa: E402
+
 TINY_SETTINGS = [
     "train.steps=3",
     "train.batch_size=64",
@@ -59,8 +63,13 @@ def test_grid_slice_runs_resumes_and_reports(tmp_path, data_dir):
     fidelity = ["tvd_1way", "tvd_2way", "tvd_3way_target", "k_marginal", "association_difference"]
     assert runs[fidelity].notna().all().all()
     assert runs["tvd_1way"].between(0, 1).all() and runs["k_marginal"].between(0, 1000).all()
+    # The same at the data's resolution, and the worst numeric column by name.
+    fidelity += ["q_tvd_1way", "q_tvd_2way", "q_tvd_3way_target", "q_worst_numeric_1way"]
+    assert runs[fidelity].notna().all().all()
+    assert runs["q_worst_numeric_1way"].between(0, 1).all()
     real = pd.read_csv(results / "bench_real_cervical.csv")
     assert len(real) == 1 and real[fidelity].notna().all().all()  # the held-out floor
+    assert all(isinstance(name, str) for name in runs["q_worst_numeric_column"])
 
     again = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
     assert again.returncode == 0
@@ -79,6 +88,7 @@ def test_grid_slice_runs_resumes_and_reports(tmp_path, data_dir):
     assert "### cervical" in text and "paper's mean" in text
     assert (results / "auroc_vs_epsilon.png").stat().st_size > 1000
     assert "held-out real rows (floor)" in text and "2-way TVD" in text
+    assert "| 2-way TVD | 2-way TVD (quantiles) |" in text
     assert (results / "fidelity_vs_epsilon.png").stat().st_size > 1000
 
 
@@ -144,3 +154,31 @@ def test_grid_runs_under_the_ray_launcher(tmp_path, data_dir):
     assert "Ray Launcher is launching 2 jobs" in log
     assert "'num_cpus': 2" in log  # ray.init got the settings, not a default instance
     assert_each_cell_landed_once(results)
+
+
+def test_fidelity_table_puts_quantile_scores_beside_public_ones_and_copes_without_them():
+    """Rows written before the q_ columns existed (and a floor without them) show "–"; a CSV
+    without any shows the public columns alone, as before."""
+    runs = pd.DataFrame(
+        {
+            "method": ["cgan", "rdp_cgan", "rdp_cgan"],
+            "epsilon": [np.nan, 8.0, 8.0],
+            "share_of_real": [0.99, 0.97, 0.96],
+            "tvd_1way": [0.01, 0.02, 0.03],
+            "tvd_2way": [0.04, 0.05, 0.06],
+            "q_tvd_1way": [np.nan, 0.10, 0.20],  # the cgan row is older
+            "q_worst_numeric_1way": [np.nan, 0.40, 0.50],
+            "q_worst_numeric_column": [None, "fnlwgt", "fnlwgt"],
+        }
+    )
+    real = pd.DataFrame({"tvd_1way": [0.005], "tvd_2way": [0.02]})
+    lines = fidelity_table(runs, real).splitlines()
+    assert lines[0] == (
+        "|  | ε | 1-way TVD | 1-way TVD (quantiles) | 2-way TVD "
+        "| worst numeric 1-way TVD (quantiles) | AUROC ÷ real | runs |"
+    )
+    assert lines[2] == "| held-out real rows (floor) | – | 0.0050 | – | 0.0200 | – | 1 | 1 |"
+    assert lines[3].startswith("| cgan (non-private) | – | 0.0100 | – | 0.0400 | – |")
+    assert "| 0.1500 ± 0.0707 | 0.0550 ± 0.0071 | 0.4500 ± 0.0707 (fnlwgt) |" in lines[4]
+    old = fidelity_table(runs.drop(columns=[c for c in runs if c.startswith("q_")]), real)
+    assert "quantiles" not in old and old.splitlines()[2].endswith("| 0.0200 | 1 | 1 |")

@@ -25,6 +25,13 @@ def test_evaluation_json_has_every_classifier_for_synthetic_and_real(trained_run
         assert abs(scores["mean"] - sum(scores["auroc"].values()) / 8) < 1e-12
         assert scores["seconds"] > 0
     assert report["real"]["mean"] > 0.8  # real Adult rows are genuinely predictive
+    # Fidelity at both resolutions, each with its floor, all on one printed line.
+    for key in ("fidelity", "fidelity_floor", "fidelity_quantile", "fidelity_quantile_floor"):
+        assert 0 < report[key]["tvd_1way"] < 1, key
+    assert report["fidelity_quantile"]["resolution"] == "quantile"
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("fidelity TVD")]
+    assert "public bins" in line and "quantile bins" in line
+    assert f"{report['fidelity_quantile']['tvd_1way']:.3f}" in line
 
 
 def test_missing_run_dir_is_one_line_exit_2(tmp_path, small_adult):

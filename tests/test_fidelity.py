@@ -1,4 +1,5 @@
-"""Fidelity scores: hand-computed marginals, Cramér's V, and the floor in evaluation.json."""
+"""Fidelity scores: hand-computed marginals, Cramér's V, the quantile cells (the data's
+resolution), and the floor in evaluation.json."""
 
 from __future__ import annotations
 
@@ -10,9 +11,17 @@ import pytest
 from scipy.stats.contingency import association
 
 from rdpgan.cli import read_run_config
-from rdpgan.data.discretize import table_codes
+from rdpgan.data.discretize import Bins, table_codes
 from rdpgan.data.schema import Categorical, Continuous, Schema
-from rdpgan.fidelity import association_matrix, cramers_v, fidelity_scores, per_column_tvd
+from rdpgan.fidelity import (
+    RESOLUTIONS,
+    Cells,
+    QuantileBins,
+    association_matrix,
+    cramers_v,
+    fidelity_scores,
+    per_column_tvd,
+)
 from rdpgan.io import read_json
 from rdpgan.runs import load_run_tables
 
@@ -27,7 +36,8 @@ def frame(rows: list[tuple], names: str) -> pd.DataFrame:
     return pd.DataFrame([[str(v) for v in row] for row in rows], columns=list(names))
 
 
-def test_a_table_against_itself_scores_perfectly():
+@pytest.mark.parametrize("resolution", RESOLUTIONS)
+def test_a_table_against_itself_scores_perfectly(resolution):
     rng = np.random.default_rng(0)
     schema = Schema(
         [
@@ -47,7 +57,9 @@ def test_a_table_against_itself_scores_perfectly():
             }
         )
     )
-    scores = fidelity_scores(table, table.sample(frac=1.0, random_state=1), schema, "y")
+    shuffled = table.sample(frac=1.0, random_state=1)
+    scores = fidelity_scores(table, shuffled, schema, "y", resolution=resolution)
+    assert scores["resolution"] == resolution
     for key in ("tvd_1way", "tvd_2way", "tvd_3way_target", "association_difference"):
         assert scores[key] == pytest.approx(0.0, abs=1e-12), key
     assert scores["k_marginal"] == pytest.approx(1000.0)
@@ -171,7 +183,9 @@ def assert_same_scores(written: dict, expected: dict) -> None:
     matrices) element by element (pytest.approx compares no nested structure)."""
     assert written.keys() == expected.keys()
     for key, value in expected.items():
-        if isinstance(value, list) and value and isinstance(value[0], str):
+        if isinstance(value, str) or (
+            isinstance(value, list) and value and isinstance(value[0], str)
+        ):
             assert written[key] == value, key
         else:
             np.testing.assert_allclose(written[key], value, rtol=1e-9, err_msg=key)
@@ -188,6 +202,115 @@ def test_evaluation_json_scores_synthetic_rows_and_the_held_out_floor(trained_ru
     synthetic = schema.read_csv(trained_run / "synthetic.csv")
     assert_same_scores(report["fidelity_floor"], fidelity_scores(train, held_out, schema, target))
     assert_same_scores(report["fidelity"], fidelity_scores(train, synthetic, schema, target))
+    for key, rows in (("fidelity_quantile", synthetic), ("fidelity_quantile_floor", held_out)):
+        expected = fidelity_scores(train, rows, schema, target, resolution="quantile")
+        assert_same_scores(report[key], expected)
+        assert report[key]["resolution"] == "quantile"
+    assert report["fidelity_quantile_floor"]["tvd_1way"] < report["fidelity_quantile"]["tvd_1way"]
     # Fresh real rows are closer to the train split than a 2-epoch DP generator's rows.
     assert report["fidelity_floor"]["tvd_2way"] < report["fidelity"]["tvd_2way"]
     assert 0 < report["fidelity_floor"]["tvd_1way"] < 0.1
+
+
+# The data's resolution: quantile cells of the real column.
+
+FNLWGT = Continuous("w", 1, 1_500_000, integer=True, transform="log1p")  # Adult's declaration
+
+
+def lognormal_table(n: int, seed: int) -> pd.DataFrame:
+    """A column like Adult's fnlwgt: it fills a few of its 20 public (log-scale) bins."""
+    rng = np.random.default_rng(seed)
+    w = np.clip(np.round(rng.lognormal(np.log(190_000), 0.5, n)), 1, 1_500_000)
+    return pd.DataFrame({"w": w, "y": rng.choice(["0", "1"], n)})
+
+
+def test_numbers_clumped_inside_their_public_bins_look_perfect_only_at_public_bins():
+    """fnlwgt's failure: every value moved to the centre of its public bin (a few points)."""
+    schema = Schema([FNLWGT, Categorical("y", BITS)])
+    real = lognormal_table(5000, 0)
+    bins = Bins(FNLWGT, 20)
+    clumped = real.assign(w=bins.values(bins.codes(real["w"].to_numpy())[0]))
+    assert clumped["w"].nunique() <= 8
+    public = fidelity_scores(real, clumped, schema, "y")
+    quantile = fidelity_scores(real, clumped, schema, "y", resolution="quantile")
+    assert public["tvd_1way"] == 0.0 and public["tvd_2way"] == 0.0
+    assert per_column_tvd(real, clumped, schema, resolution="quantile")["w"] > 0.5
+    assert quantile["tvd_1way"] > 0.25 and quantile["tvd_2way"] > 0.5
+
+
+def test_a_fresh_sample_of_the_same_distribution_scores_near_zero_at_both_resolutions():
+    schema = Schema([FNLWGT, Continuous("x", 0, 1), Categorical("y", BITS)])
+
+    def sample(seed: int) -> pd.DataFrame:
+        frame = lognormal_table(20_000, seed)
+        return frame.assign(x=np.random.default_rng(seed + 10).beta(5, 1, len(frame)))
+
+    real, fresh = sample(0), sample(1)
+    for resolution in RESOLUTIONS:
+        scores = fidelity_scores(real, fresh, schema, "y", resolution=resolution)
+        # Sampling noise only: ~0.045 over the 400 quantile cells of the numeric pair.
+        assert scores["tvd_1way"] < 0.02 and scores["tvd_2way"] < 0.06, resolution
+
+
+def test_fidelity_scores_have_the_same_keys_at_both_resolutions():
+    schema = Schema([FNLWGT, Categorical("y", BITS)])
+    real, synthetic = lognormal_table(200, 0), lognormal_table(300, 1)
+    public = fidelity_scores(real, synthetic, schema, "y")
+    quantile = fidelity_scores(real, synthetic, schema, "y", resolution="quantile")
+    assert public.keys() == quantile.keys()
+    assert (public["resolution"], quantile["resolution"]) == ("public", "quantile")
+    with pytest.raises(ValueError, match="resolution"):
+        Cells.build("fine", schema, real)  # type: ignore[arg-type]
+
+
+def test_quantile_cells_hold_equal_shares_of_the_real_rows():
+    column = Continuous("x", 0, 1)
+    real = np.random.default_rng(0).uniform(0, 1, 1000)
+    cells = QuantileBins.fit(column, real, 20)
+    assert cells.n_values == cells.size == 20
+    np.testing.assert_array_equal(np.bincount(cells.codes(real)), [50] * 20)
+    # A value on an edge goes up; beyond the real range, to the first or last cell.
+    assert cells.codes(cells.lower[3:4])[0] == 3
+    assert list(cells.codes(np.array([0.0, real.min(), 1.0]))) == [0, 0, 19]
+
+
+def test_ties_merge_quantile_edges_so_every_cell_holds_real_rows():
+    """90% zeros in a column that declares no point mass: the zeros are one cell, not 18
+    empty ones, and values below them (the bounds allow them) share their cell."""
+    column = Continuous("gain", -10, 100_000)
+    rng = np.random.default_rng(1)
+    real = np.where(rng.uniform(size=2000) < 0.9, 0.0, rng.uniform(1, 100_000, 2000))
+    cells = QuantileBins.fit(column, real, 20)
+    assert np.all(np.diff(cells.lower) > 0) and cells.lower[0] == 0.0
+    counts = np.bincount(cells.codes(real), minlength=cells.n_values)
+    assert counts.min() > 0 and counts[0] >= (real == 0).sum()
+    assert cells.n_values < 20
+    assert list(cells.codes(np.array([-5.0, 0.0, 1e9]))) == [0, 0, cells.n_values - 1]
+
+
+def test_an_integer_column_with_few_values_gets_a_cell_per_value():
+    column = Continuous("k", 0, 100, integer=True)
+    cells = QuantileBins.fit(column, np.array([1, 1, 2, 3, 3, 3] * 50), 20)
+    np.testing.assert_array_equal(cells.lower, [1, 2, 3])
+    # Below the range, on each value, between two (down), above the range.
+    assert list(cells.codes(np.array([0, 1, 2, 3, 2.5, 50]))) == [0, 0, 1, 2, 1, 2]
+
+
+def test_point_masses_and_missing_keep_cells_of_their_own_at_quantile_resolution():
+    """The quantiles are read off the other values, so moving the zeros to missing costs
+    their share and nothing else."""
+    column = Continuous("g", 0, 1000, point_masses=(0.0,), missing=True)
+    schema = Schema([column, Categorical("y", BITS)])
+    rng = np.random.default_rng(2)
+    values = rng.uniform(1, 1000, 1000)
+    values[:300], values[300:500] = 0.0, np.nan
+    real = pd.DataFrame({"g": values, "y": "0"})
+    cells = Cells.build("quantile", schema, real)
+    quantile = cells.quantiles["g"]
+    assert (quantile.n_values, quantile.size) == (20, 22)
+    codes = cells.codes(real)[:, 0]
+    assert (codes[:300] == 20).all() and (codes[300:500] == 21).all()
+    np.testing.assert_array_equal(np.bincount(codes[500:]), [25] * 20)  # 500 rows, 20 cells
+    moved = real.assign(g=np.where(values == 0.0, np.nan, values))
+    assert per_column_tvd(real, moved, schema, resolution="quantile")["g"] == pytest.approx(0.3)
+    assert cells.sizes == [22, 2]

@@ -12,7 +12,7 @@ import pytest
 from matplotlib.image import imread
 
 from rdpgan.data.schema import Categorical, Continuous, Schema
-from rdpgan.fidelity import fidelity_scores, per_column_tvd
+from rdpgan.fidelity import Cells, fidelity_scores, per_column_tvd
 from rdpgan.io import read_json
 from rdpgan.quality import (
     ASSOCIATIONS_FIGURE,
@@ -20,6 +20,7 @@ from rdpgan.quality import (
     HEADLINE,
     REPORT,
     TOP_LEVELS,
+    cell_labels,
     code_labels,
     markdown,
     score_quality,
@@ -72,28 +73,37 @@ def headline_row(scores: dict) -> str:
     return " | ".join(f"{scores[key]:{spec}}" for key, (_, spec) in HEADLINE.items())
 
 
-def test_quality_md_shows_the_fidelity_scores_and_the_floor(written, tables):
+def test_quality_md_shows_the_fidelity_scores_and_the_floor_at_both_resolutions(written, tables):
     train, held_out, synthetic = tables
     text = (written / REPORT).read_text()
-    synthetic_scores = fidelity_scores(train, synthetic, SCHEMA, "y")
-    floor = fidelity_scores(train, held_out, SCHEMA, "y")
-    assert f"| synthetic | 500 | {headline_row(synthetic_scores)} |" in text
-    assert f"| **held-out real rows (floor)** | 150 | {headline_row(floor)} |" in text
-    assert "| synthetic, random rows as many as held-out | 150 |" in text
+    quantile_at = text.index("### At the data's resolution")
+    public_at = text.index("### At the public bins")
+    for resolution, section in (
+        ("quantile", text[quantile_at:public_at]),
+        ("public", text[public_at : text.index("## Columns")]),
+    ):
+        synthetic_scores = fidelity_scores(train, synthetic, SCHEMA, "y", resolution=resolution)
+        floor = fidelity_scores(train, held_out, SCHEMA, "y", resolution=resolution)
+        assert f"| synthetic | 500 | {headline_row(synthetic_scores)} |" in section
+        assert f"| **held-out real rows (floor)** | 150 | {headline_row(floor)} |" in section
+        assert "| synthetic, random rows as many as held-out | 150 |" in section
+        assert synthetic_scores["tvd_1way"] > floor["tvd_1way"]  # the shifted table is worse
     assert "Not for publication" in text and "real training rows" in text
     assert f"![columns]({COLUMNS_FIGURE})" in text
     assert f"![associations]({ASSOCIATIONS_FIGURE})" in text
-    # The per-column table: every column once, worst first, with the floor beside it.
-    row = r"^\| ([\w-]+) \| (?:numeric|categorical) \| ([\d.]+) \| ([\d.]+) \|$"
+    # The per-column table: every column once, worst first at the data's resolution, with the
+    # floor beside it, then both at the public bins.
+    number = r" \| ([\d.]+)"
+    row = rf"^\| ([\w-]+) \| (?:numeric|categorical){number * 4} \|$"
     rows = re.findall(row, text, re.MULTILINE)
-    tvd, floor_tvd = (
-        per_column_tvd(train, synthetic, SCHEMA),
-        per_column_tvd(train, held_out, SCHEMA),
-    )
-    assert [name for name, _, _ in rows] == sorted(SCHEMA.names, key=lambda c: -tvd[c])
-    for name, mine, floors in rows:
-        assert (mine, floors) == (f"{tvd[name]:.4f}", f"{floor_tvd[name]:.4f}")
-    assert synthetic_scores["tvd_1way"] > floor["tvd_1way"]  # the shifted table is worse
+    tvds = [
+        per_column_tvd(train, rows, SCHEMA, resolution=resolution)
+        for resolution in ("quantile", "public")
+        for rows in (synthetic, held_out)
+    ]
+    assert [name for name, *_ in rows] == sorted(SCHEMA.names, key=lambda c: -tvds[0][c])
+    for name, *shown in rows:
+        assert shown == [f"{tvd[name]:.4f}" for tvd in tvds]
 
 
 def test_the_figures_are_readable_pngs_and_nothing_half_written_is_left(written):
@@ -110,7 +120,7 @@ def test_the_figures_are_readable_pngs_and_nothing_half_written_is_left(written)
 def test_without_more_synthetic_rows_than_held_out_there_is_no_size_matched_row(tables):
     train, held_out, synthetic = tables
     quality = score_quality(train, held_out, synthetic.iloc[:100], SCHEMA, "y")
-    assert quality.synthetic_matched is None
+    assert quality.quantile.synthetic_matched is None and quality.public.synthetic_matched is None
     text = markdown(quality, SCHEMA, {"train": 600, "held_out": 150, "synthetic": 100})
     assert "as many as held-out" not in text and "| synthetic | 100 |" in text
 
@@ -125,6 +135,20 @@ def test_code_labels_name_values_bins_point_masses_and_missing():
     assert len(COUNTRIES) > TOP_LEVELS  # the fixture exercises the "other" bar
 
 
+def test_cell_labels_at_the_data_resolution_are_the_quantile_cells_lower_edges(tables):
+    train = tables[0]
+    cells = Cells.build("quantile", SCHEMA, train)
+    score = cell_labels(cells, SCHEMA["score"])
+    lower = cells.quantiles["score"].lower
+    assert len(score) == cells.sizes[2] == 21 and score[-1] == "missing"
+    assert score[:3] == [f"{v:.3g}" for v in lower[:3]]
+    assert float(score[0]) == pytest.approx(train["score"].min(), rel=1e-2)  # the first edge
+    assert cell_labels(cells, SCHEMA["gain"])[-1] == "=0"  # the point mass keeps its cell
+    assert cell_labels(cells, SCHEMA["country"]) == code_labels(SCHEMA["country"], 20)
+    public = Cells.build("public", SCHEMA, train)
+    assert cell_labels(public, SCHEMA["gain"]) == code_labels(SCHEMA["gain"], 20)
+
+
 def test_the_report_cli_writes_the_quality_report_of_a_run(trained_run: Path, small_adult: Path):
     env = {**os.environ, "RDPGAN_DATA_DIR": str(small_adult), "OMP_NUM_THREADS": "1"}
     result = run_cli("report", [f"run_dir={trained_run}"], trained_run.parent, env)
@@ -133,10 +157,11 @@ def test_the_report_cli_writes_the_quality_report_of_a_run(trained_run: Path, sm
     text = (trained_run / REPORT).read_text()
     evaluation = read_json(trained_run / "evaluation.json")  # written by evaluate=true
     held_out = len((trained_run / "test.csv").read_text().splitlines()) - 1
-    assert f"{headline_row(evaluation['fidelity'])} |" in text
-    assert (
-        f"| **held-out real rows (floor)** | {held_out} | "
-        f"{headline_row(evaluation['fidelity_floor'])}" in text
-    )
+    for key in ("fidelity", "fidelity_quantile"):
+        assert f"{headline_row(evaluation[key])} |" in text
+        assert (
+            f"| **held-out real rows (floor)** | {held_out} | "
+            f"{headline_row(evaluation[f'{key}_floor'])}" in text
+        )
     for name in ("report.md", COLUMNS_FIGURE, ASSOCIATIONS_FIGURE):
         assert (trained_run / name).stat().st_size > 1000
