@@ -40,8 +40,9 @@ def data_root(cli_root: str | None) -> Path:
 
 
 def read_table(cfg: dict, root: Path) -> pd.DataFrame:
+    """The file as rdpgan reads it: text cells without surrounding spaces, blank ones missing."""
     header = cfg.get("header", True)
-    return pd.read_csv(
+    df = pd.read_csv(
         root / cfg["file"],
         header=0 if header else None,
         names=None if header else cfg["column_names"],
@@ -49,6 +50,7 @@ def read_table(cfg: dict, root: Path) -> pd.DataFrame:
         na_values=cfg.get("na_values") or [],
         skipinitialspace=cfg.get("skipinitialspace", False),
     )
+    return df.apply(lambda s: s.map(lambda v: (v.strip() or None) if isinstance(v, str) else v))
 
 
 def check_dataset(cfg: dict, root: Path) -> int:
