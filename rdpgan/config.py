@@ -119,6 +119,10 @@ class PrivacyConfig:
     # 0.15 is the least round share the RDP accountant certifies at epsilon 1 (its orders stop
     # at 63, so one Gaussian release cannot be certified below epsilon ~0.11 at delta 1e-5).
     numeric_density_fraction: float = 0.15
+    # Share of epsilon for the pairs chosen after training where the generator is furthest
+    # from the rows (a quarter to choose them, the rest to measure them), which sampling rakes
+    # toward (with model.marginal_weight > 0). Reserved before DP-SGD. 0: none.
+    adaptive_fraction: float = 0.1
     # What keys the secret randomness (Poisson masks, every DP noise draw, the fakes paired with
     # real rows). None: a 128-bit key from the operating system's entropy, fresh every run, so
     # knowing ``seed`` (written in run.json and model.json) reveals nothing. An integer makes
@@ -152,11 +156,11 @@ class ModelConfig:
     numeric_bins: int = 40
     # Sampling draws this many generated rows per row kept, and keeps those whose marginals
     # (each chosen pair's too) match the released ones: raking (rdpgan.postprocess). It brings
-    # 2-way TVD closer but repeats rows (about half of Adult's at ε=8) and costs its pool in
-    # time; 1: keep every generated row (round 19 of results/tuning_adult.csv). null: 4 where
-    # the released marginals are precise, else 1 (rdpgan.synthesizer.RAKING_NOISE_LIMIT; what
-    # runs saved before 1 was the default record).
-    sample_pool: int | None = 1
+    # 2-way TVD closer and costs its pool in time; it repeated rows (about half of Adult's at
+    # ε=8) until numbers were placed by released densities. 1: keep every generated row.
+    # null: 4 where the released marginals are precise, else 1
+    # (rdpgan.synthesizer.RAKING_NOISE_LIMIT; what runs saved before 1 was the default record).
+    sample_pool: int | None = None
     # Sampling shifts each code's logit, per class, so that G's expected code distribution of
     # every column within every class is the released one where they differ by more than its
     # noise (rdpgan.postprocess): post-processing (no privacy cost), ~6% of sampling's speed

@@ -15,6 +15,10 @@ on neighbouring tables through these same functions.
   spanning tree of feature pairs chosen by the exponential mechanism (:func:`select_pairs`)
   and their joint distributions (:func:`pair_marginals`), which the generator's marginal loss
   and the sampler's raking (:mod:`rdpgan.postprocess`) match.
+- :func:`reserve_adaptive_pairs` / :func:`adaptive_pairs`: after training, more pairs of
+  features, chosen privately where the trained generator's joint distribution is furthest
+  from the rows' (AIM's idea, McKenna et al. 2022), and their joint distributions, which the
+  sampler rakes toward. Reserved in the ledger before DP-SGD, so its calibration leaves room.
 - :func:`numeric_densities`: each wide numeric column's distribution over fine cells of its
   public range (a hierarchical histogram), from which the generator's bins are cut at equal
   released mass and a decoded number takes its place within its bin.
@@ -87,6 +91,7 @@ class Marginals:
 
 #: The ledger names of the releases G and the sampler match.
 MARGINALS, PAIR_MARGINALS = "marginals", "pair_marginals"
+ADAPTIVE_SELECTION, ADAPTIVE_PAIRS = "adaptive_pair_selection", "adaptive_pair_marginals"
 NUMERIC_DENSITIES = "numeric_densities"
 
 
@@ -397,13 +402,91 @@ def _gaussian_tables(
     sensitivity = math.sqrt(len(tables))
     details = {"sensitivity": sensitivity, "tables": len(tables)}
     ledger.record(Release(name, "gaussian", sigma, 1.0, 1, details))
+    return _noisy_tables(tables, sigma * sensitivity, rng)
+
+
+def _noisy_tables(
+    tables: list[np.ndarray], std: float, rng: np.random.Generator
+) -> list[tuple[np.ndarray, float]]:
+    """Each table plus N(0, std^2) per cell (one draw for all), with ``std``."""
     flat = np.concatenate([t.ravel() for t in tables])
-    noisy = noisy_histogram(flat, sigma * sensitivity, rng)
+    noisy = noisy_histogram(flat, std, rng)
     splits = np.cumsum([t.size for t in tables])[:-1]
     return [
-        (part.reshape(t.shape), sigma * sensitivity)
+        (part.reshape(t.shape), std)
         for part, t in zip(np.split(noisy, splits), tables, strict=True)
     ]
+
+
+def reserve_adaptive_pairs(
+    rounds: int, ledger: PrivacyLedger, selection_epsilon: float, epsilon: float
+) -> None:
+    """Record the adaptive pairs' two releases ahead of their draw (which follows training):
+    ``rounds`` exponential-mechanism picks sharing ``selection_epsilon`` (utility sensitivity
+    1), and their ``rounds`` joint tables (Gaussian, sqrt(rounds) L2 sensitivity, costing
+    ``epsilon`` on its own). Each is marked ``drawn: False`` until :func:`adaptive_pairs`
+    draws it, so a resumed run never draws them twice."""
+    if not ledger.private or rounds < 1:
+        return
+    sigma = ledger.calibrate(1.0, 1, epsilon, alone=True)
+    select = {"mechanism": "exponential", "sensitivity": 1.0, "rounds": rounds, "drawn": False}
+    ledger.record(Release(ADAPTIVE_SELECTION, "pure", epsilon=selection_epsilon, details=select))
+    tables = {"sensitivity": math.sqrt(rounds), "tables": rounds, "drawn": False}
+    ledger.record(Release(ADAPTIVE_PAIRS, "gaussian", sigma, 1.0, 1, tables))
+
+
+def adaptive_rounds(ledger: PrivacyLedger, n_columns: int, open_pairs: int) -> int:
+    """How many pairs are chosen after training: one per column but one (as many as a
+    spanning tree), at most the open candidates; with privacy, what was reserved."""
+    if not ledger.private:
+        return min(n_columns - 1, open_pairs)
+    reserved = ledger.find(ADAPTIVE_SELECTION)
+    return 0 if reserved is None or reserved.details["drawn"] else int(reserved.details["rounds"])
+
+
+def adaptive_pairs(
+    coarse: np.ndarray,
+    coarse_sizes: Sequence[int],
+    candidates: Sequence[tuple[int, int]],
+    model_counts: Sequence[np.ndarray],
+    total: float,
+    ledger: PrivacyLedger,
+    rng: np.random.Generator,
+) -> tuple[list[tuple[int, int]], list[np.ndarray]]:
+    """The reserved picks and tables: pairs chosen one by one, without replacement, by how far
+    the rows' counts are from ``model_counts`` (what the trained generator's sampler makes of
+    each candidate, post-processing) in L1, then their joint distributions (made consistent
+    with ``total``). Without privacy: the furthest pairs, exact."""
+    rounds = min(adaptive_rounds(ledger, len(coarse_sizes), len(candidates)), len(candidates))
+    if rounds == 0:
+        return [], []
+    utilities = pair_utilities(coarse, coarse_sizes, candidates, model_counts)
+    open_ = list(range(len(candidates)))
+    chosen = []
+    selection, measurement = ledger.find(ADAPTIVE_SELECTION), ledger.find(ADAPTIVE_PAIRS)
+    if ledger.private:
+        assert selection is not None and measurement is not None
+        selection.details["drawn"] = measurement.details["drawn"] = True
+        if ledger.on_record is not None:  # on disk before any draw
+            ledger.on_record()
+    for _ in range(rounds):
+        if ledger.private:
+            assert selection is not None
+            epsilon = float(selection.epsilon) / int(selection.details["rounds"])
+            pick = open_[exponential_mechanism(utilities[open_], epsilon, 1.0, rng)]
+        else:
+            pick = open_[int(np.argmax(utilities[open_]))]
+        chosen.append(candidates[pick])
+        open_.remove(pick)
+    tables = pair_counts(coarse, chosen, coarse_sizes)
+    if ledger.private:
+        assert measurement is not None
+        std = float(measurement.noise_multiplier) * float(measurement.details["sensitivity"])
+        released = _noisy_tables(tables, std, rng)
+    else:
+        ledger.warn(f"{ADAPTIVE_PAIRS} used exactly, without noise (privacy=none)")
+        released = [(t, 0.0) for t in tables]
+    return chosen, [consistent_table(t, total) for t, _ in released]
 
 
 def consistent_table(noisy: np.ndarray, total: float) -> np.ndarray:

@@ -45,6 +45,7 @@ from rdpgan.config import (
     public_privacy_settings,
     with_absent_train_settings,
 )
+from rdpgan.data.discretize import table_sizes
 from rdpgan.data.schema import Schema
 from rdpgan.data.target import check_target
 from rdpgan.errors import UserInputError
@@ -113,6 +114,15 @@ TILT_ROWS = 8_192
 # The tilt's latent draws come from SeedSequence([model seed, TILT_STREAM]): fixed by the
 # model, apart from every sampling call's own stream.
 TILT_STREAM = 0x7117
+# Of privacy.adaptive_fraction, the share for choosing the pairs (the rest measures them): AIM
+# (McKenna et al. 2022) spends a tenth to a quarter on selection; a quarter here, as fewer
+# rounds are run.
+ADAPTIVE_SELECTION_SHARE = 0.25
+# Rows the sampler generates to compare with the private rows when choosing adaptive pairs:
+# their counts' sampling error (~1/sqrt(rows) of a cell) is below the released noise.
+ADAPTIVE_ROWS = 65_536
+# Adaptive pairs per column but one: fewer pairs, each measured with less noise.
+ADAPTIVE_PAIRS_PER_COLUMN = 0.5
 # A model.json without the setting is from before it: its rows were drawn untilted.
 RECORDED_BEFORE_TILT = {"tilt_sampling": False}
 
@@ -177,16 +187,22 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
     ):
         if model.marginal_weight > 0 and not 0.0 < fraction < 1.0:
             raise UserInputError(f"{name} must be in (0, 1), got {fraction}")
-    density = privacy.numeric_density_fraction
-    if not 0.0 <= density < 1.0:
-        raise UserInputError(f"privacy.numeric_density_fraction must be in [0, 1), got {density}")
-    marginals_share = privacy.marginals_fraction + privacy.selection_fraction
-    shares = density + (marginals_share if model.marginal_weight > 0 else 0.0)
+    for name, fraction in (
+        ("privacy.numeric_density_fraction", privacy.numeric_density_fraction),
+        ("privacy.adaptive_fraction", privacy.adaptive_fraction),
+    ):
+        if not 0.0 <= fraction < 1.0:
+            raise UserInputError(f"{name} must be in [0, 1), got {fraction}")
+    marginals_share = (
+        privacy.marginals_fraction + privacy.selection_fraction + privacy.adaptive_fraction
+    )
+    shares = privacy.numeric_density_fraction + (
+        marginals_share if model.marginal_weight > 0 else 0.0
+    )
     if shares >= 1.0:
         raise UserInputError(
-            "privacy.marginals_fraction + privacy.selection_fraction + "
-            f"privacy.numeric_density_fraction must be below 1 (DP-SGD needs the rest), got "
-            f"{shares:g}"
+            "privacy.marginals_fraction + selection_fraction + adaptive_fraction + "
+            f"numeric_density_fraction must be below 1 (DP-SGD needs the rest), got {shares:g}"
         )
     for name, count in (
         ("model.numeric_bins", model.numeric_bins),
@@ -371,6 +387,66 @@ class DPCGAN:
                 self.privacy.selection_fraction,
                 noise,
             )
+            self._reserve_adaptive_pairs()
+
+    def _reserve_adaptive_pairs(self) -> None:
+        """Reserve the pairs chosen after training (``privacy.adaptive_fraction``, a quarter
+        of it for their choice) where sampling rakes: before DP-SGD, which is calibrated to
+        what is left. How many is public: the candidates not yet released, at most
+        ``ADAPTIVE_PAIRS_PER_COLUMN`` per column but one."""
+        assert self.ledger is not None and self.transformer is not None
+        share = self.privacy.adaptive_fraction * self.ledger.gaussian_budget()
+        # Only sampling's raking uses them: none where it will not rake (a public decision).
+        if self.marginals is None or not self.marginals.pairs or share <= 0:
+            return
+        if self.raking_pool() == 1:
+            return
+        measured = share * (1 - ADAPTIVE_SELECTION_SHARE)
+        if not measure.affordable(self.ledger, measured):
+            return
+        most = math.ceil(ADAPTIVE_PAIRS_PER_COLUMN * (len(self.transformer.code_sizes) - 1))
+        rounds = min(most, len(self._open_pairs()))
+        measure.reserve_adaptive_pairs(
+            rounds, self.ledger, share * ADAPTIVE_SELECTION_SHARE, measured
+        )
+
+    def _open_pairs(self) -> list[tuple[int, int]]:
+        """Candidate pairs (public: schema, budget, released row count) not yet released."""
+        assert self.marginals is not None and self.ledger is not None
+        assert self.transformer is not None
+        sizes = table_sizes(self.transformer.features, measure.PAIR_BINS)
+        share = self.privacy.adaptive_fraction * (1 - ADAPTIVE_SELECTION_SHARE)
+        candidates = measure.pair_candidates(
+            sizes, self.released_rows, self.ledger, share * self.ledger.epsilon_target
+        )
+        return [p for p in candidates if p not in set(self.marginals.pairs)]
+
+    def _measure_where_g_is_wrong(
+        self, features: np.ndarray, labels: np.ndarray, noise: np.random.Generator
+    ) -> bool:
+        """After training: release the reserved pairs, chosen where the sampler's output (a
+        post-processing of everything released) is furthest from the rows, and add them to
+        the marginals sampling rakes toward. Returns whether any were drawn."""
+        assert self.ledger is not None and self.transformer is not None
+        if self.marginals is None or not self.marginals.pairs:
+            return False
+        candidates = self._open_pairs()
+        if not measure.adaptive_rounds(self.ledger, len(self.marginals.maps), len(candidates)):
+            return False
+        sizes = table_sizes(self.transformer.features, measure.PAIR_BINS)
+        maps = self.marginals.maps
+        codes = self.transformer.codes(features)
+        coarse = np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
+        generated = self._sample_parts(ADAPTIVE_ROWS, None, self.seed)[1]
+        model = np.stack([m[generated[:, i]] for i, m in enumerate(maps)], axis=1)
+        scale = self.released_rows / len(model)
+        expected = [scale * c for c in measure.pair_counts(model, candidates, sizes)]
+        pairs, joint = measure.adaptive_pairs(
+            coarse, sizes, candidates, expected, self.released_rows, self.ledger, noise
+        )
+        self.marginals.pairs.extend(pairs)
+        self.marginals.joint.extend(joint)
+        return bool(pairs)
 
     def _share_releases(self) -> None:
         """Under torchrun: rank 0's released values and ledger on every rank (costs and noisy
@@ -575,6 +651,12 @@ class DPCGAN:
         last = first_step + d_steps - 1
         history = run_steps(trainer, self.ledger, cfg, first_step, last, saver, history)
         trainer.finish()
+        if distributed.rank() == 0:
+            self.ledger.on_record = lambda: self._ledger_to_disk(checkpoint_dir)
+            if self._measure_where_g_is_wrong(features_rows, label_codes, secret.numpy) and saver:
+                saver.save(last, history, finished=True)  # a resume keeps the pairs
+            self.ledger.on_record = None
+        self._share_releases()
         self.metrics = {
             "epochs": history,
             "discriminator_steps": first_step + d_steps - 1,

@@ -134,6 +134,10 @@ class PrivacyLedger:
         self.noise_source = "seeded"
         self.warn(SEEDED_NOTE)
 
+    def find(self, name: str) -> Release | None:
+        """The release recorded under ``name`` (the first), or None."""
+        return next((r for r in self.releases if r.name == name), None)
+
     def history(self) -> list[tuple[float, float, int]]:
         return [r.triple() for r in self.releases if r.kind == "gaussian" and r.steps > 0]
 

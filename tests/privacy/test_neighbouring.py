@@ -22,6 +22,7 @@ to catch), the other pairs' fakes move and the bound is broken.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections import Counter
 
@@ -448,6 +449,46 @@ def test_the_pair_marginals_move_by_at_most_their_declared_sensitivity(monkeypat
     (sensitivity,) = declared
     assert sensitivity == pytest.approx(math.sqrt(len(PAIRS)))
     assert worst == pytest.approx(sensitivity)  # every added row reaches the bound
+
+
+def test_the_adaptive_pairs_use_what_their_reserved_releases_declare(monkeypatch):
+    """Chosen after training where the generator is furthest from the rows: each pick is an
+    exponential mechanism with the reserved epsilon over the rounds and utility sensitivity 1
+    (the utilities are pair_utilities, tested above), and the tables stacked move by at most
+    their declared sensitivity, drawn with the declared noise, on neighbouring tables."""
+    picks, drawn = [], []
+
+    def first_open(utilities, epsilon, sensitivity, rng):
+        picks.append((epsilon, sensitivity))
+        return 0
+
+    def spy(tables, std, rng):
+        drawn.append((np.concatenate([t.ravel() for t in tables]), std))
+        return [(t, std) for t in tables]
+
+    monkeypatch.setattr(measure, "exponential_mechanism", first_open)
+    monkeypatch.setattr(measure, "_noisy_tables", spy)
+    candidates = list(itertools.combinations(range(len(COARSE_SIZES)), 2))
+    expected = [np.zeros((COARSE_SIZES[i], COARSE_SIZES[j])) for i, j in candidates]
+    worst = 0.0
+    for seed in range(100):
+        drawn.clear()
+        for table in neighbours(seed):
+            ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+            measure.reserve_adaptive_pairs(3, ledger, 0.3, 1.0)
+            selection, tables = ledger.releases
+            assert not selection.details["drawn"] and not tables.details["drawn"]
+            chosen, _ = measure.adaptive_pairs(
+                coarse_codes(table), COARSE_SIZES, candidates, expected, 50.0, ledger, None
+            )
+            assert chosen == candidates[:3] and selection.details["drawn"]
+            assert measure.adaptive_rounds(ledger, len(COARSE_SIZES), 10) == 0  # never again
+            sensitivity = tables.details["sensitivity"]
+            assert drawn[-1][1] == pytest.approx(tables.noise_multiplier * sensitivity)
+        worst = max(worst, float(np.linalg.norm(drawn[1][0] - drawn[0][0])))
+    assert sensitivity == pytest.approx(math.sqrt(3))
+    assert worst <= sensitivity + SLACK and worst == pytest.approx(sensitivity)
+    assert all(e == pytest.approx(0.3 / 3) and sensitivity == 1.0 for e, sensitivity in picks)
 
 
 def test_release_marginals_selects_pairs_from_released_inputs_only(monkeypatch):
