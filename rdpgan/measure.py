@@ -125,7 +125,9 @@ def level_counts(positions: np.ndarray, levels: int = DENSITY_LEVELS) -> list[np
     """The private query of one column: for each level l = 1..``levels``, the counts of its
     values (positions in the unit interval [-1, 1]) in 2**l equal cells. One row adds one
     count to one cell of each level."""
-    unit = (np.clip(np.asarray(positions, dtype=float), -1.0, 1.0) + 1.0) / 2.0
+    positions = np.asarray(positions, dtype=float)
+    assert np.isfinite(positions).all(), "missing values have no position"
+    unit = (np.clip(positions, -1.0, 1.0) + 1.0) / 2.0
     return [
         np.bincount(
             np.minimum((unit * 2**level).astype(np.int64), 2**level - 1), minlength=2**level
@@ -435,11 +437,9 @@ def reserve_adaptive_pairs(
     ledger.record(Release(ADAPTIVE_PAIRS, "gaussian", sigma, 1.0, 1, tables))
 
 
-def adaptive_rounds(ledger: PrivacyLedger, n_columns: int, open_pairs: int) -> int:
-    """How many pairs are chosen after training: one per column but one (as many as a
-    spanning tree), at most the open candidates; with privacy, what was reserved."""
-    if not ledger.private:
-        return min(n_columns - 1, open_pairs)
+def reserved_rounds(ledger: PrivacyLedger) -> int:
+    """The adaptive picks reserved and not yet drawn (0 without a reservation, or once it
+    was drawn: a resumed run never draws them twice)."""
     reserved = ledger.find(ADAPTIVE_SELECTION)
     return 0 if reserved is None or reserved.details["drawn"] else int(reserved.details["rounds"])
 
@@ -449,29 +449,31 @@ def adaptive_pairs(
     coarse_sizes: Sequence[int],
     candidates: Sequence[tuple[int, int]],
     model_counts: Sequence[np.ndarray],
+    rounds: int,
     total: float,
     ledger: PrivacyLedger,
     rng: np.random.Generator,
 ) -> tuple[list[tuple[int, int]], list[np.ndarray]]:
-    """The reserved picks and tables: pairs chosen one by one, without replacement, by how far
-    the rows' counts are from ``model_counts`` (what the trained generator's sampler makes of
-    each candidate, post-processing) in L1, then their joint distributions (made consistent
-    with ``total``). Without privacy: the furthest pairs, exact."""
-    rounds = min(adaptive_rounds(ledger, len(coarse_sizes), len(candidates)), len(candidates))
-    if rounds == 0:
+    """``rounds`` pairs chosen one by one, without replacement, by how far the rows' counts
+    are from ``model_counts`` (what the trained generator's sampler makes of each candidate,
+    post-processing) in L1, then their joint distributions (made consistent with ``total``).
+    With privacy, the reserved releases (:func:`reserve_adaptive_pairs`), marked drawn before
+    any draw; without, the furthest pairs, exact."""
+    rounds = min(rounds, len(candidates))
+    selection, measurement = ledger.find(ADAPTIVE_SELECTION), ledger.find(ADAPTIVE_PAIRS)
+    if ledger.private:
+        if selection is None or measurement is None or reserved_rounds(ledger) < rounds:
+            raise ValueError("adaptive pairs drawn beyond what the ledger reserved")
+        selection.details["drawn"] = measurement.details["drawn"] = True
+        if ledger.on_record is not None:  # on disk before any draw
+            ledger.on_record()
+    if rounds <= 0:
         return [], []
     utilities = pair_utilities(coarse, coarse_sizes, candidates, model_counts)
     open_ = list(range(len(candidates)))
     chosen = []
-    selection, measurement = ledger.find(ADAPTIVE_SELECTION), ledger.find(ADAPTIVE_PAIRS)
-    if ledger.private:
-        assert selection is not None and measurement is not None
-        selection.details["drawn"] = measurement.details["drawn"] = True
-        if ledger.on_record is not None:  # on disk before any draw
-            ledger.on_record()
     for _ in range(rounds):
-        if ledger.private:
-            assert selection is not None
+        if selection is not None and ledger.private:
             epsilon = float(selection.epsilon) / int(selection.details["rounds"])
             pick = open_[exponential_mechanism(utilities[open_], epsilon, 1.0, rng)]
         else:
@@ -479,8 +481,7 @@ def adaptive_pairs(
         chosen.append(candidates[pick])
         open_.remove(pick)
     tables = pair_counts(coarse, chosen, coarse_sizes)
-    if ledger.private:
-        assert measurement is not None
+    if measurement is not None and ledger.private:
         std = float(measurement.noise_multiplier) * float(measurement.details["sensitivity"])
         released = _noisy_tables(tables, std, rng)
     else:

@@ -261,6 +261,8 @@ class DPCGAN:
         self.marginals: measure.Marginals | None = None
         # Released densities of the wide numeric columns, by name (empty: none released).
         self.densities: dict[str, list[float]] = {}
+        # Whether the pairs chosen after training were drawn (or begun): never twice.
+        self.adaptive_drawn = False
         self.positive_label: Any = None
         self.released_rows = 0
         # The noise std on one released count of the marginals, as model.json records it (a
@@ -331,6 +333,8 @@ class DPCGAN:
             positions = public.positions(frame)
             self.densities = self._release_densities(positions, public.wide_columns, secret.numpy)
         self._share_releases()
+        if distributed.world_size() > 1:  # (one process checked right after the label counts)
+            self._check_row_count()
         self.transformer = TableTransformer(
             schema, target, self.model_config.numeric_bins, self.densities
         )
@@ -338,8 +342,6 @@ class DPCGAN:
         if distributed.rank() == 0:
             self._release_marginals(features, labels, secret.numpy)
         self._share_releases()
-        if distributed.world_size() > 1:  # (one process checked right after the label counts)
-            self._check_row_count()
         return self._train(features, labels, checkpoint_dir, secret)
 
     def _release_label_counts(
@@ -390,25 +392,35 @@ class DPCGAN:
             self._reserve_adaptive_pairs()
 
     def _reserve_adaptive_pairs(self) -> None:
-        """Reserve the pairs chosen after training (``privacy.adaptive_fraction``, a quarter
-        of it for their choice) where sampling rakes: before DP-SGD, which is calibrated to
-        what is left. How many is public: the candidates not yet released, at most
-        ``ADAPTIVE_PAIRS_PER_COLUMN`` per column but one."""
+        """Reserve the pairs chosen after training (:meth:`_adaptive_plan`) in the ledger,
+        before DP-SGD, which is then calibrated to what is left."""
+        assert self.ledger is not None
+        rounds, selection, measured = self._adaptive_plan()
+        if rounds:
+            measure.reserve_adaptive_pairs(rounds, self.ledger, selection, measured)
+
+    def _adaptive_plan(self) -> tuple[int, float, float]:
+        """(pairs, epsilon of their choice, epsilon of their tables) chosen after training:
+        ``privacy.adaptive_fraction`` of the budget (a quarter of it for the choice), only
+        where sampling rakes (their one use) and only if their tables would be as precise as
+        raking asks. How many is public: the candidates not yet released, at most
+        ``ADAPTIVE_PAIRS_PER_COLUMN`` per column but one. Decided once, before DP-SGD."""
         assert self.ledger is not None and self.transformer is not None
         share = self.privacy.adaptive_fraction * self.ledger.gaussian_budget()
-        # Only sampling's raking uses them: none where it will not rake (a public decision).
         if self.marginals is None or not self.marginals.pairs or share <= 0:
-            return
+            return 0, 0.0, 0.0
         if self.raking_pool() == 1:
-            return
-        measured = share * (1 - ADAPTIVE_SELECTION_SHARE)
-        if not measure.affordable(self.ledger, measured):
-            return
+            return 0, 0.0, 0.0
         most = math.ceil(ADAPTIVE_PAIRS_PER_COLUMN * (len(self.transformer.code_sizes) - 1))
         rounds = min(most, len(self._open_pairs()))
-        measure.reserve_adaptive_pairs(
-            rounds, self.ledger, share * ADAPTIVE_SELECTION_SHARE, measured
-        )
+        measured = share * (1 - ADAPTIVE_SELECTION_SHARE)
+        if rounds and self.ledger.private:
+            if not measure.affordable(self.ledger, measured):
+                return 0, 0.0, 0.0
+            sigma = self.ledger.calibrate(1.0, 1, measured, alone=True)
+            if sigma * math.sqrt(rounds) > RAKING_NOISE_LIMIT * self.released_rows:
+                return 0, 0.0, 0.0  # raking toward tables this noisy would fit their noise
+        return rounds, share * ADAPTIVE_SELECTION_SHARE, measured
 
     def _open_pairs(self) -> list[tuple[int, int]]:
         """Candidate pairs (public: schema, budget, released row count) not yet released."""
@@ -421,18 +433,23 @@ class DPCGAN:
         )
         return [p for p in candidates if p not in set(self.marginals.pairs)]
 
-    def _measure_where_g_is_wrong(
-        self, features: np.ndarray, labels: np.ndarray, noise: np.random.Generator
-    ) -> bool:
-        """After training: release the reserved pairs, chosen where the sampler's output (a
-        post-processing of everything released) is furthest from the rows, and add them to
-        the marginals sampling rakes toward. Returns whether any were drawn."""
+    def _measure_where_g_is_wrong(self, features: np.ndarray, noise: np.random.Generator) -> bool:
+        """After training: release the reserved pairs (without privacy: the planned ones),
+        chosen where the sampler's output (a post-processing of everything released) is
+        furthest from the rows, and add them to the marginals sampling rakes toward. Once per
+        run: a resumed run that drew them (or may have) does not draw again. Returns whether
+        any were drawn."""
         assert self.ledger is not None and self.transformer is not None
-        if self.marginals is None or not self.marginals.pairs:
+        if self.marginals is None or self.adaptive_drawn:
             return False
+        if self.ledger.private:
+            rounds = measure.reserved_rounds(self.ledger)
+        else:
+            rounds = self._adaptive_plan()[0]
+        if not rounds:
+            return False
+        self.adaptive_drawn = True
         candidates = self._open_pairs()
-        if not measure.adaptive_rounds(self.ledger, len(self.marginals.maps), len(candidates)):
-            return False
         sizes = table_sizes(self.transformer.features, measure.PAIR_BINS)
         maps = self.marginals.maps
         codes = self.transformer.codes(features)
@@ -442,7 +459,7 @@ class DPCGAN:
         scale = self.released_rows / len(model)
         expected = [scale * c for c in measure.pair_counts(model, candidates, sizes)]
         pairs, joint = measure.adaptive_pairs(
-            coarse, sizes, candidates, expected, self.released_rows, self.ledger, noise
+            coarse, sizes, candidates, expected, rounds, self.released_rows, self.ledger, noise
         )
         self.marginals.pairs.extend(pairs)
         self.marginals.joint.extend(joint)
@@ -653,9 +670,11 @@ class DPCGAN:
         trainer.finish()
         if distributed.rank() == 0:
             self.ledger.on_record = lambda: self._ledger_to_disk(checkpoint_dir)
-            if self._measure_where_g_is_wrong(features_rows, label_codes, secret.numpy) and saver:
-                saver.save(last, history, finished=True)  # a resume keeps the pairs
-            self.ledger.on_record = None
+            try:
+                if self._measure_where_g_is_wrong(features_rows, secret.numpy) and saver:
+                    saver.save(last, history, finished=True)  # a resume keeps the pairs
+            finally:
+                self.ledger.on_record = None
         self._share_releases()
         self.metrics = {
             "epochs": history,
@@ -920,6 +939,7 @@ class DPCGAN:
             "marginals": None if self.marginals is None else self.marginals.to_dict(),
             # Released (DP): the wide numeric columns' bins and positions within them.
             "densities": self.transformer.densities,
+            "adaptive_drawn": self.adaptive_drawn,
             "marginal_noise": self.marginal_noise(),  # (public: from the ledger)
             "released_rows": self.released_rows,
             "epsilon": self.epsilon,
@@ -949,6 +969,7 @@ class DPCGAN:
             device=device,
         )
         model.densities = {str(k): list(v) for k, v in meta["densities"].items()}
+        model.adaptive_drawn = bool(meta["adaptive_drawn"])
         model.transformer = TableTransformer(
             Schema.from_specs(meta["schema"]),
             meta["target"],

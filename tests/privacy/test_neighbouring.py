@@ -32,7 +32,7 @@ import pytest
 import torch
 
 from rdpgan import measure, synthesizer
-from rdpgan.config import DatasetConfig, SchemaConfig
+from rdpgan.config import DatasetConfig, ModelConfig, SchemaConfig, TrainConfig
 from rdpgan.data.discretize import table_sizes
 from rdpgan.data.loading import load_tables
 from rdpgan.data.schema import Schema
@@ -44,6 +44,7 @@ from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.mechanisms.stability import stability_threshold
 from rdpgan.privacy.private_schema import candidate_counts, round_quantile_scores
 from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
+from rdpgan.synthesizer import DPCGAN
 from rdpgan.training import CGANTrainer
 from rdpgan.transform import TableTransformer
 
@@ -380,6 +381,11 @@ def test_the_numeric_densities_move_by_at_most_their_declared_sensitivity(monkey
     assert worst == pytest.approx(sensitivity)  # a row in every column's values reaches it
 
 
+def encoded_by(model: DPCGAN, frame: pd.DataFrame) -> np.ndarray:
+    """``frame`` encoded by a fitted model's own transformer (its released bins)."""
+    return model.transformer.encode(SCHEMA.conform(frame))
+
+
 def coarse_codes(table: pd.DataFrame) -> np.ndarray:
     codes = TRANSFORMER.codes(encoded(table)[0])
     maps = TRANSFORMER.coarse_maps(measure.PAIR_BINS)
@@ -479,16 +485,56 @@ def test_the_adaptive_pairs_use_what_their_reserved_releases_declare(monkeypatch
             selection, tables = ledger.releases
             assert not selection.details["drawn"] and not tables.details["drawn"]
             chosen, _ = measure.adaptive_pairs(
-                coarse_codes(table), COARSE_SIZES, candidates, expected, 50.0, ledger, None
+                coarse_codes(table), COARSE_SIZES, candidates, expected, 3, 50.0, ledger, None
             )
             assert chosen == candidates[:3] and selection.details["drawn"]
-            assert measure.adaptive_rounds(ledger, len(COARSE_SIZES), 10) == 0  # never again
+            assert measure.reserved_rounds(ledger) == 0  # never again
+            with pytest.raises(ValueError, match="reserved"):
+                measure.adaptive_pairs(
+                    coarse_codes(table), COARSE_SIZES, candidates, expected, 1, 50.0, ledger, None
+                )
             sensitivity = tables.details["sensitivity"]
             assert drawn[-1][1] == pytest.approx(tables.noise_multiplier * sensitivity)
         worst = max(worst, float(np.linalg.norm(drawn[1][0] - drawn[0][0])))
     assert sensitivity == pytest.approx(math.sqrt(3))
     assert worst <= sensitivity + SLACK and worst == pytest.approx(sensitivity)
+    assert len(picks) == 100 * 2 * 3
     assert all(e == pytest.approx(0.3 / 3) and sensitivity == 1.0 for e, sensitivity in picks)
+
+
+def test_the_adaptive_utilities_compare_the_rows_with_a_sample_that_ignores_them(monkeypatch):
+    """What the adaptive picks score: the rows' coarse counts (one row moves them by one) and
+    a sample of the trained sampler, which must not depend on the rows (else the utility's
+    sensitivity would be 2). A fitted model draws on neighbouring tables' rows in turn."""
+    monkeypatch.setattr(measure, "EXTRA_PAIRS", 0.0)  # leave pairs open for the picks
+    monkeypatch.setattr(synthesizer, "RAKING_NOISE_LIMIT", 1.0)  # rake these few rows
+    model = DPCGAN(
+        epsilon=30.0,
+        device="cpu",
+        model=ModelConfig(
+            latent_dim=8, generator_hidden=[16], discriminator_hidden=[16], sample_pool=4
+        ),
+        train=TrainConfig(epochs=1, batch_size=64, progress=False),
+    )
+    table, neighbour = neighbours(3)
+    rows = pd.concat([table] * 200, ignore_index=True)  # enough rows for every release
+    model.fit(rows, "y", SCHEMA)
+    seen = []
+    monkeypatch.setattr(measure, "adaptive_pairs", lambda *args: seen.append(args) or ([], []))
+    for frame in (pd.concat([table] * 200), pd.concat([neighbour, *[table] * 199])):
+        again = copy.deepcopy(model)
+        again.adaptive_drawn = False
+        for name in (measure.ADAPTIVE_SELECTION, measure.ADAPTIVE_PAIRS):
+            again.ledger.find(name).details["drawn"] = False
+        again._measure_where_g_is_wrong(encoded_by(again, frame), None)
+    (
+        (coarse_a, _, candidates_a, expected_a, *rest_a),
+        (coarse_b, _, candidates_b, expected_b, *rest_b),
+    ) = seen
+    assert candidates_a == candidates_b and rest_a[:2] == rest_b[:2] and candidates_a
+    for a, b in zip(expected_a, expected_b, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert len(coarse_b) == len(coarse_a) + 1
 
 
 def test_release_marginals_selects_pairs_from_released_inputs_only(monkeypatch):
