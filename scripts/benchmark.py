@@ -4,6 +4,11 @@
     python scripts/benchmark.py repeats=3 table=adult epsilon=8   # a slice
     python scripts/benchmark.py method=aim,mst epsilon=8 aim_rounds=48   # the reference peers
     python scripts/report_benchmark.py               # tables + figure from results/bench_*.csv
+    # the development suite (python scripts/download_data.py --dataset devsuite; fertility's
+    # 203k train rows need delta below 1/n: add delta=1e-6 for it), then its report:
+    python scripts/benchmark.py table=creditcard_aer,acs12,credit_data,ames,gss_wages \
+        method=rdp_cgan,aim,mst epsilon=8,1 repeats=2 results_dir=results/fidelity_resolution
+    python scripts/report_fidelity.py --results results/fidelity_resolution
 
 Each repeat r makes its own 80/20 split (each row held out by a hash of its own cells keyed
 with r: ``rdpgan.data.split``), trains with seed r (and its secret
