@@ -32,7 +32,7 @@ class ColumnSpec:
     levels: list[Any] | None = None
     missing: bool = False
     # Continuous values that occur exactly and often (e.g. capital-gain = 0): each gets its own
-    # code, so the generator need not hit a point exactly with a tanh output.
+    # code, so the generator need not place a number exactly on it.
     point_masses: list[float] = field(default_factory=list)
     # A value outside ``levels`` (categorical) or that is not a number (continuous) is read as
     # missing instead of being an error: schemas released privately keep only the levels common

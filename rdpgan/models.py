@@ -5,7 +5,7 @@ it), and G normalises each row on its own (LayerNorm), because the fake row pair
 one in a private discriminator step must not depend on which other rows share the batch (with
 BatchNorm, adding one real row would move the fake of every other pair, and the batch size would
 leak into G's running statistics). G's heads follow the transformer's spans: Gumbel-softmax for each
-one-hot block of codes, tanh for a position within a numeric column's bin.
+one-hot block of codes (a number's place within its bin comes from a released density, not G).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class Generator(nn.Module):
         self.body = _mlp(sizes, lambda i, o: (nn.Linear(i, o), nn.LayerNorm(o), nn.ReLU()))
         self.head = nn.Linear(sizes[-1], width)
 
-        blocks = [s for s in spans if s.activation == "softmax"]
+        blocks = list(spans)
         widths = [s.end - s.start for s in blocks]
         # The code cells (logits of one-hot blocks), grouped into buckets of blocks of similar
         # width: each bucket is one padded [blocks, width] softmax, so the padding stays small
@@ -89,11 +89,7 @@ class Generator(nn.Module):
             for bucket, (_, bucket_width) in zip(self.buckets, self.bucket_shapes, strict=True)
             for slot, j in enumerate(bucket)
         ]
-        tanh = torch.tensor([s.start for s in spans if s.activation == "tanh"], dtype=torch.long)
-        # Output column j comes from position order[j] of cat([tanh values, cell values]).
-        order = torch.argsort(torch.cat([tanh, cells]))
         empty = torch.zeros(0, dtype=torch.long)
-        self.register_buffer("tanh_index", tanh, persistent=False)
         self.register_buffer("cell_index", cells, persistent=False)
         self.register_buffer("block_offsets", torch.tensor(starts[:-1]).long(), persistent=False)
         self.register_buffer(
@@ -101,15 +97,14 @@ class Generator(nn.Module):
         )
         # Codes in span order (block by block, as the transformer lays them out) from cells.
         self.register_buffer("span_cells", torch.argsort(cells), persistent=False)
-        self.register_buffer("order", order, persistent=False)
-        # Sampling's head emits [tanh outputs, each bucket's padded layout] directly: the head
-        # row of each output, or ``width`` (a zero row with bias -inf) for padding.
+        # Sampling's head emits each bucket's padded layout directly: the head row of each
+        # output, or ``width`` (a zero row with bias -inf) for padding.
         sizes = [math.prod(shape) for shape in self.bucket_shapes]
         rows = torch.full((sum(sizes),), width)
         offsets = list(accumulate(sizes, initial=0))[:-1]
         for (start, end), offset in zip(self.bucket_cells, offsets, strict=True):
             rows[offset + self.bucket_index[start:end]] = cells[start:end]
-        self.register_buffer("sampling_rows", torch.cat([tanh, rows]), persistent=False)
+        self.register_buffer("sampling_rows", rows, persistent=False)
         self.bucket_widths = [torch.tensor([widths[j] for j in b]) for b in self.buckets]
         # Blocks in span order from blocks in bucket order.
         self.register_buffer(
@@ -166,8 +161,7 @@ class Generator(nn.Module):
         if chosen is not None:  # straight-through: one-hot forward, soft gradient backward
             one_hot = torch.zeros_like(codes).scatter_(1, chosen, 1.0)
             codes = one_hot - codes.detach() + codes
-        values = torch.tanh(logits.index_select(1, self.tanh_index))
-        return torch.cat([values, codes], dim=1).index_select(1, self.order)
+        return codes.index_select(1, self.span_cells)
 
     def _softmax(
         self, cells: torch.Tensor, argmax: bool = False
@@ -211,8 +205,8 @@ class Generator(nn.Module):
         y: torch.Tensor,
         rng: torch.Generator | None = None,
         tilt: Sequence[torch.Tensor] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(tanh values, one code per block) for sampling, without building one-hot rows.
+    ) -> torch.Tensor:
+        """One code per block for sampling, without building one-hot rows.
 
         Each block's code is drawn by inverse transform, one uniform draw per block against the
         cumulative softmax of its logits: the distribution of ``forward(hard=True)``'s argmax of
@@ -226,9 +220,8 @@ class Generator(nn.Module):
         draws the uniforms; a generator of its own makes concurrent calls safe and reproducible.
         """
         outputs = self.sampling_outputs(z, y)
-        values = outputs[:, : len(self.tanh_index)].float().tanh()
-        if not self.buckets:  # a table without categorical codes
-            return values, outputs.new_zeros(len(outputs), 0, dtype=torch.long)
+        if not self.buckets:  # a table without feature columns
+            return outputs.new_zeros(len(outputs), 0, dtype=torch.long)
         blocks = sum(len(bucket) for bucket in self.buckets)
         uniforms = torch.rand(len(outputs), blocks, 1, generator=rng, device=z.device)
         codes, block = [], 0
@@ -240,11 +233,11 @@ class Generator(nn.Module):
             chosen = torch.searchsorted(cumulative, uniform * cumulative[..., -1:], right=True)
             # (u · total can round up to the total: keep it on the block's last code.)
             codes.append(torch.minimum(chosen.squeeze(-1), widths.to(z.device) - 1))
-        return values, torch.cat(codes, dim=1).index_select(1, self.block_order)
+        return torch.cat(codes, dim=1).index_select(1, self.block_order)
 
     def sampling_outputs(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """The head's outputs in sampling's layout: [tanh outputs, each bucket's padded code
-        logits in bits], in the matrix products' precision."""
+        """The head's outputs in sampling's layout: each bucket's padded code logits in bits,
+        in the matrix products' precision."""
         weight, bias = self._sampling_head()
         return F.linear(self.body(torch.cat([z, y], dim=1)), weight, bias)
 
@@ -254,7 +247,7 @@ class Generator(nn.Module):
         """Each bucket's code logits (bits) of :meth:`sampling_outputs` in float32, [rows,
         blocks, width], plus the bucket's ``tilt`` ([blocks, width] bits, added in float32 as
         the logits are converted: no pass of its own), as :mod:`rdpgan.postprocess` fits it."""
-        buckets, start = [], len(self.tanh_index)
+        buckets, start = [], 0
         for index, shape in enumerate(self.bucket_shapes):
             end = start + math.prod(shape)
             logits = outputs[:, start:end].view(len(outputs), *shape)
@@ -282,15 +275,14 @@ class Generator(nn.Module):
         return [per_block[block] for block in range(len(per_block))]
 
     def _sampling_head(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The head's (weight, bias) in sampling's layout: [tanh outputs, each bucket's padded
-        cells], code rows times log2 e, padding a zero row with bias -inf (no probability)."""
+        """The head's (weight, bias) in sampling's layout: each bucket's padded cells, rows
+        times log2 e, padding a zero row with bias -inf (no probability)."""
         zero_row = self.head.weight.new_zeros(1, self.head.in_features)
         padding = self.head.bias.new_full((1,), float("-inf"))
         weight = torch.cat([self.head.weight, zero_row]).index_select(0, self.sampling_rows)
         bias = torch.cat([self.head.bias, padding]).index_select(0, self.sampling_rows)
-        scale = torch.full_like(bias, math.log2(math.e))
-        scale[: len(self.tanh_index)] = 1.0
-        return weight * scale[:, None], bias * scale
+        scale = math.log2(math.e)
+        return weight * scale, bias * scale
 
 
 # A block whose codes' total (after the shift by its bucket's largest logit) falls below this is

@@ -872,8 +872,7 @@ class DPCGAN:
                     z = torch.randn(
                         len(rows), generator.latent_dim, generator=rng, device=self.device
                     )
-                    parts = generator.sample_parts(z, y.expand(len(rows), -1), rng, tilt)
-                    codes[rows] = parts[1]
+                    codes[rows] = generator.sample_parts(z, y.expand(len(rows), -1), rng, tilt)
         return codes.cpu().numpy()
 
     def _bf16_products(self) -> bool:

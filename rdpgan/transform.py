@@ -38,11 +38,10 @@ GRID_LIMIT = 100
 
 @dataclass(frozen=True)
 class Span:
-    """A slice of the feature matrix and the output head the generator uses for it."""
+    """A slice of the feature matrix: one column's one-hot block of codes."""
 
     start: int
     end: int
-    activation: str  # "softmax" (a one-hot block of codes) or "tanh" (a value in [-1, 1])
 
 
 class TableTransformer:
@@ -80,9 +79,7 @@ class TableTransformer:
             for c in self.features.columns
         ]
         starts = np.concatenate([[0], np.cumsum(self.code_sizes)]).astype(int)
-        self.spans: tuple[Span, ...] = tuple(
-            Span(int(a), int(b), "softmax") for a, b in pairwise(starts)
-        )
+        self.spans: tuple[Span, ...] = tuple(Span(int(a), int(b)) for a, b in pairwise(starts))
         self.width = int(starts[-1])
 
     @property

@@ -144,7 +144,7 @@ def test_codes_depend_on_the_schema_only_never_on_the_rest_of_the_table():
 )
 @pytest.mark.parametrize("n_bins", [7, 40])
 def test_every_position_decodes_inside_its_own_bin(column, n_bins):
-    """tanh reaches exactly ±1, rounding can cross an edge and a point mass has a code of its
+    """A position reaches exactly ±1, rounding can cross an edge and a point mass has a code of its
     own: whatever the offset, the value must encode back to the code raking matched (except
     in a bin that holds no integer but point masses)."""
     bins = Bins(column, n_bins)

@@ -9,7 +9,7 @@ from opacus.validators import ModuleValidator
 from rdpgan.models import Discriminator, Generator, width_buckets
 from rdpgan.transform import Span
 
-SPANS = (Span(0, 1, "tanh"), Span(1, 4, "softmax"), Span(4, 5, "tanh"), Span(5, 7, "softmax"))
+SPANS = (Span(0, 2), Span(2, 5), Span(5, 7))
 
 
 def test_opacus_module_validator_accepts_the_discriminator():
@@ -26,14 +26,13 @@ def test_the_generator_has_no_layer_that_mixes_rows():
     assert ModuleValidator.validate(batchnorm, strict=False) != []  # the check can fail
 
 
-def test_generator_heads_are_tanh_and_one_hot_blocks():
+def test_generator_heads_are_one_hot_blocks():
     torch.manual_seed(0)
     generator = Generator(8, 2, [16, 16], SPANS, width=7).eval()
     y = torch.nn.functional.one_hot(torch.tensor([0, 1, 1, 0]), 2).float()
     out = generator(torch.randn(4, 8), y, hard=True)
     assert out.shape == (4, 7)
-    assert out[:, [0, 4]].abs().max() <= 1.0
-    for start, end in ((1, 4), (5, 7)):
+    for start, end in ((0, 2), (2, 5), (5, 7)):
         block = out[:, start:end]
         assert torch.equal(block.sum(dim=1), torch.ones(4))
         assert set(block.unique().tolist()) <= {0.0, 1.0}
@@ -69,24 +68,21 @@ def test_sampling_path_matches_the_hard_forward_pass():
             module.bias.data.uniform_(-0.5, 0.5)
     z = torch.randn(50, 8)
     y = torch.nn.functional.one_hot(torch.randint(0, 2, (50,)), 2).float()
-    rows = generator(z, y, hard=True)
-    values, codes = generator.sample_parts(z, y)
-    torch.testing.assert_close(values, rows[:, [0, 4]])
     # With sharp logits both draws pick each block's largest logit: the same codes.
     generator.head.weight.data *= 1e4
     generator.head.bias.data *= 1e4
     rows = generator(z, y, hard=True)
-    _, codes = generator.sample_parts(z, y)
-    assert torch.equal(codes[:, 0], rows[:, 1:4].argmax(dim=1))
-    assert torch.equal(codes[:, 1], rows[:, 5:7].argmax(dim=1))
+    codes = generator.sample_parts(z, y)
+    for block, (start, end) in enumerate(((0, 2), (2, 5), (5, 7))):
+        assert torch.equal(codes[:, block], rows[:, start:end].argmax(dim=1))
 
 
 def test_sampling_path_draws_categories_with_the_softmax_probabilities():
     torch.manual_seed(0)
-    generator = Generator(4, 1, [8], (Span(0, 3, "softmax"),), width=3).eval()
+    generator = Generator(4, 1, [8], (Span(0, 3),), width=3).eval()
     generator.head.weight.data.zero_()
     generator.head.bias.data = torch.log(torch.tensor([0.2, 0.3, 0.5]))
-    _, codes = generator.sample_parts(torch.randn(20_000, 4), torch.ones(20_000, 1))
+    codes = generator.sample_parts(torch.randn(20_000, 4), torch.ones(20_000, 1))
     frequencies = torch.bincount(codes[:, 0], minlength=3).float() / 20_000
     torch.testing.assert_close(frequencies, torch.tensor([0.2, 0.3, 0.5]), atol=0.015, rtol=0)
 
@@ -98,30 +94,22 @@ def test_sampling_draws_a_block_far_from_its_buckets_largest_logit(offset):
     always its last code) or to a few subnormals (103 nats: a coarse softmax); it must keep its
     own softmax, and no logit may overflow."""
     torch.manual_seed(0)
-    spans = (Span(0, 3, "softmax"), Span(3, 6, "softmax"))
+    spans = (Span(0, 3), Span(3, 6))
     generator = Generator(4, 1, [8], spans, width=6).eval()
     assert len(generator.buckets) == 1
     generator.head.weight.data.zero_()
     probs = torch.tensor([0.2, 0.3, 0.5])
     generator.head.bias.data = torch.cat([torch.zeros(3), probs.log() + offset])
-    _, codes = generator.sample_parts(torch.randn(20_000, 4), torch.ones(20_000, 1))
+    codes = generator.sample_parts(torch.randn(20_000, 4), torch.ones(20_000, 1))
     for column, expected in enumerate([torch.full((3,), 1 / 3), probs]):
         frequencies = torch.bincount(codes[:, column], minlength=3).float() / 20_000
         torch.testing.assert_close(frequencies, expected, atol=0.015, rtol=0)
 
 
-# Blocks 2 to 30 codes wide (and a tanh column between), so G groups them in several buckets,
-# some padded and some not.
-WIDE_SPANS = (
-    Span(0, 3, "softmax"),
-    Span(3, 4, "tanh"),
-    Span(4, 34, "softmax"),
-    Span(34, 36, "softmax"),
-    Span(36, 44, "softmax"),
-    Span(44, 51, "softmax"),
-)
+# Blocks 2 to 30 codes wide, so G groups them in several buckets, some padded and some not.
+WIDE_SPANS = (Span(0, 3), Span(3, 33), Span(33, 35), Span(35, 43), Span(43, 50))
 # Each one-hot block's (start, end) in G's output, in span order.
-WIDE_BLOCKS = [(s.start, s.end) for s in WIDE_SPANS if s.activation == "softmax"]
+WIDE_BLOCKS = [(s.start, s.end) for s in WIDE_SPANS]
 
 
 def test_width_buckets_cover_each_block_once_and_trade_padding_for_buckets():
@@ -136,13 +124,13 @@ def test_sampling_draws_every_blocks_codes_with_its_own_softmax():
     """Each block of a layout with several padded buckets, against its own softmax (one
     (z, y), many draws): a draw must never land on padding or in another block's codes."""
     torch.manual_seed(0)
-    generator = Generator(8, 2, [16], WIDE_SPANS, width=51).eval()
+    generator = Generator(8, 2, [16], WIDE_SPANS, width=50).eval()
     generator.head.weight.data *= 4  # distinct, uneven distributions per block
     assert len(generator.buckets) > 1
     n = 40_000
     z = torch.randn(1, 8).expand(n, 8)
     y = torch.tensor([[0.0, 1.0]]).expand(n, 2)
-    _, codes = generator.sample_parts(z, y, torch.Generator().manual_seed(1))
+    codes = generator.sample_parts(z, y, torch.Generator().manual_seed(1))
     with torch.no_grad():
         logits = generator.head(generator.body(torch.cat([z[:1], y[:1]], dim=1)))[0]
     for column, (start, end) in enumerate(WIDE_BLOCKS):
@@ -157,12 +145,12 @@ def test_sampling_draws_each_blocks_code_independently():
     their joint frequencies are the product of their own (blocks sharing a uniform draw would
     keep each block's frequencies but tie their codes together)."""
     torch.manual_seed(0)
-    generator = Generator(8, 2, [16], WIDE_SPANS, width=51).eval()
+    generator = Generator(8, 2, [16], WIDE_SPANS, width=50).eval()
     generator.head.weight.data *= 4
     n = 40_000
     z = torch.randn(1, 8).expand(n, 8)
     y = torch.tensor([[0.0, 1.0]]).expand(n, 2)
-    _, codes = generator.sample_parts(z, y, torch.Generator().manual_seed(2))
+    codes = generator.sample_parts(z, y, torch.Generator().manual_seed(2))
     widths = [end - start for start, end in WIDE_BLOCKS]
     shares = [torch.bincount(codes[:, j], minlength=w) / n for j, w in enumerate(widths)]
     for i in range(len(widths)):
@@ -178,7 +166,7 @@ def test_generator_blocks_are_each_blocks_own_gumbel_softmax(hard):
     """Each block's cells against a per-block loop: the softmax of (logits + Gumbel noise) / τ,
     or its argmax's one-hot; the bucketed layout must neither mix blocks nor leak padding."""
     torch.manual_seed(0)
-    generator = Generator(8, 2, [16], WIDE_SPANS, width=51, gumbel_tau=0.5)
+    generator = Generator(8, 2, [16], WIDE_SPANS, width=50, gumbel_tau=0.5)
     assert len(generator.buckets) > 1
     z = torch.randn(6, 8)
     y = torch.nn.functional.one_hot(torch.tensor([0, 1, 1, 0, 1, 0]), 2).float()
@@ -187,7 +175,7 @@ def test_generator_blocks_are_each_blocks_own_gumbel_softmax(hard):
     logits = generator.head(generator.body(torch.cat([z, y], dim=1)))
     gumbel = torch.zeros_like(logits)
     gumbel[:, generator.cell_index] = -(-uniform.log()).log()  # the draw of each cell
-    columns = [torch.tanh(logits[:, 3:4])]  # the tanh column, placed after block 0 below
+    columns = []
     for start, end in WIDE_BLOCKS:
         noisy = logits[:, start:end] + gumbel[:, start:end]
         expected = torch.softmax(noisy / 0.5, dim=1)
@@ -195,11 +183,7 @@ def test_generator_blocks_are_each_blocks_own_gumbel_softmax(hard):
             one_hot = torch.nn.functional.one_hot(noisy.argmax(1), end - start).float()
             expected = one_hot - expected.detach() + expected
         torch.testing.assert_close(out[:, start:end], expected)
-        if start == 0:
-            columns.insert(0, expected)
-        else:
-            columns.append(expected)
-    torch.testing.assert_close(out[:, 3], torch.tanh(logits[:, 3]))
+        columns.append(expected)
     # The same gradients as the per-block loop's, for every parameter of G.
     weights = torch.randn_like(out)
     loop = torch.cat(columns, dim=1)
