@@ -155,7 +155,8 @@ def test_small_integer_ranges_get_one_code_per_value_and_no_offset():
 def test_wide_columns_are_cut_at_equal_released_mass_and_decoded_inside_it():
     """With a released density, a wide column's bins hold equal released mass, and sampled
     numbers fall where the density puts them: here all of income's mass is in one cell of
-    1,024, so every decoded income lies in that cell, whatever its bin and position."""
+    1,024, so every income decoded in the bin holding it lies in that cell, whatever its
+    position."""
     density = np.zeros(1024)
     density[700] = 1.0  # log1p income in [700/1024, 701/1024) of log1p(1e5): 3,000 to 3,040
     transformer = TableTransformer(SCHEMA, "label", n_bins=8, densities={"income": density})
