@@ -92,13 +92,7 @@ class Bins:
 
     def value_mask(self, values: np.ndarray) -> np.ndarray:
         """Which values fall in a value code (not missing, not on a declared point mass)."""
-        values = np.asarray(values, dtype=float)
-        filled = np.clip(np.where(np.isnan(values), self.column.lo, values), *self._bounds)
-        return ~np.isnan(values) & ~np.isin(filled, self.column.point_masses)
-
-    @property
-    def _bounds(self) -> tuple[float, float]:
-        return self.column.lo, self.column.hi
+        return self.codes(values)[0] < self.n_values
 
     def codes(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(code, offset in [-1, 1] within the bin) per value; offsets are 0 on a grid, at a
@@ -107,7 +101,7 @@ class Bins:
         missing = np.isnan(values)
         # Clipped first, as the schema promises: a value beyond a bound that is a point mass
         # *is* that point mass (what the generator emits for it), not the edge bin's.
-        filled = np.clip(np.where(missing, self.column.lo, values), *self._bounds)
+        filled = np.clip(np.where(missing, self.column.lo, values), self.column.lo, self.column.hi)
         if self.on_grid:
             first = self._grid[0]
             clipped = np.clip(np.round(filled), first, self._grid[1])
@@ -139,8 +133,8 @@ class Bins:
         left, right = self.edges[value_codes], self.edges[value_codes + 1]
         low, high = self._mass(left), self._mass(right)
         grid = np.linspace(-1.0, 1.0, len(self._cumulative))
-        # The CDF is linear within a cell, so its inverse is too (np.interp on the flipped
-        # pairs; flat stretches hold no mass and are never landed in from the inside).
+        # The CDF is linear within a cell, so its inverse is too (np.interp with the CDF as the
+        # abscissa; a flat stretch holds no mass and is never landed in from inside a bin).
         target = low + within * (high - low)
         inverse = np.interp(target, self._cumulative, grid)
         linear = left + within * (right - left)
