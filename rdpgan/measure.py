@@ -231,7 +231,7 @@ def release_marginals(
     if not candidates:
         return Marginals(by_class, [], [], [])
     maps = transformer.coarse_maps(PAIR_BINS)
-    coarse = np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
+    coarse = coarsen(codes, maps)
     coarse_by_class = [
         np.stack([np.bincount(m, weights=row, minlength=size) for row in table])
         for table, m, size in zip(by_class, maps, coarse_sizes, strict=True)
@@ -244,6 +244,11 @@ def release_marginals(
     pairs = select_pairs(coarse, coarse_sizes, candidates, implied, ledger, selection_epsilon, rng)
     joint = pair_marginals(coarse, pairs, coarse_sizes, total, ledger, share, rng)
     return Marginals(by_class, pairs, joint, maps)
+
+
+def coarsen(codes: np.ndarray, maps: Sequence[np.ndarray]) -> np.ndarray:
+    """[rows, columns] codes mapped column by column to their coarse codes (public maps)."""
+    return np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
 
 
 def label_counts(

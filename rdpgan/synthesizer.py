@@ -452,10 +452,8 @@ class DPCGAN:
         candidates = self._open_pairs()
         sizes = table_sizes(self.transformer.features, measure.PAIR_BINS)
         maps = self.marginals.maps
-        codes = self.transformer.codes(features)
-        coarse = np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
-        generated = self._sample_parts(ADAPTIVE_ROWS, None, self.seed)[1]
-        model = np.stack([m[generated[:, i]] for i, m in enumerate(maps)], axis=1)
+        coarse = measure.coarsen(self.transformer.codes(features), maps)
+        model = measure.coarsen(self._sample_parts(ADAPTIVE_ROWS, None, self.seed)[1], maps)
         scale = self.released_rows / len(model)
         expected = [scale * c for c in measure.pair_counts(model, candidates, sizes)]
         pairs, joint = measure.adaptive_pairs(

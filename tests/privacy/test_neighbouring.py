@@ -388,8 +388,7 @@ def encoded_by(model: DPCGAN, frame: pd.DataFrame) -> np.ndarray:
 
 def coarse_codes(table: pd.DataFrame) -> np.ndarray:
     codes = TRANSFORMER.codes(encoded(table)[0])
-    maps = TRANSFORMER.coarse_maps(measure.PAIR_BINS)
-    return np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
+    return measure.coarsen(codes, TRANSFORMER.coarse_maps(measure.PAIR_BINS))
 
 
 COARSE_SIZES = table_sizes(TRANSFORMER.features, measure.PAIR_BINS)
