@@ -39,6 +39,7 @@ from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism
 from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
+from rdpgan.privacy.mechanisms.tree import DENSITY_LEVELS, level_counts, tree_density
 from rdpgan.transform import TableTransformer
 
 # One row changes one cell of the label histogram by one.
@@ -52,12 +53,6 @@ PAIR_NOISE_LIMIT = 0.5
 # Pairs beyond the spanning forest, as a share of its edges: a tree links every column but
 # leaves most strong dependences (education with marital status, ...) to G alone.
 EXTRA_PAIRS = 1.0
-# Levels of the hierarchical histogram of a wide numeric column: 2, 4, ..., 1,024 cells of its
-# public unit interval (a cell is 1/1,024 of the range in the column's public transform).
-DENSITY_LEVELS = 10
-# A cell's count is split between its two halves by their noisy counts only where it is at
-# least this many noise stds; below, evenly (the noise would decide the split).
-DENSITY_SPLIT_NOISE = 3.0
 
 
 @dataclass
@@ -121,21 +116,6 @@ def affordable(ledger: PrivacyLedger, epsilon: float) -> bool:
     return True
 
 
-def level_counts(positions: np.ndarray, levels: int = DENSITY_LEVELS) -> list[np.ndarray]:
-    """The private query of one column: for each level l = 1..``levels``, the counts of its
-    values (positions in the unit interval [-1, 1]) in 2**l equal cells. One row adds one
-    count to one cell of each level."""
-    positions = np.asarray(positions, dtype=float)
-    assert np.isfinite(positions).all(), "missing values have no position"
-    unit = (np.clip(positions, -1.0, 1.0) + 1.0) / 2.0
-    return [
-        np.bincount(
-            np.minimum((unit * 2**level).astype(np.int64), 2**level - 1), minlength=2**level
-        ).astype(float)
-        for level in range(1, levels + 1)
-    ]
-
-
 def numeric_densities(
     positions: Sequence[np.ndarray],
     ledger: PrivacyLedger,
@@ -156,23 +136,6 @@ def numeric_densities(
         tree_density([t for t, _ in released[i : i + levels]], released[i][1])
         for i in range(0, len(released), levels)
     ]
-
-
-def tree_density(levels: Sequence[np.ndarray], noise_std: float) -> np.ndarray:
-    """The finest level's distribution from noisy counts of every level (post-processing):
-    top down, each cell's estimate is split between its halves in the ratio of their clipped
-    noisy counts, or evenly where the cell holds fewer than ``DENSITY_SPLIT_NOISE`` noise
-    stds (PrivTree's rule: a split below the noise would follow the noise). Coarse levels fix
-    where the mass is, so the noise of the 1,024 fine cells does not add up along the range."""
-    estimate = np.array([max(float(levels[0].sum()), 0.0)])
-    for noisy in levels:
-        halves = np.clip(noisy, 0.0, None).reshape(-1, 2)
-        sums = halves.sum(axis=1, keepdims=True)
-        split = np.where(sums > 0, halves / np.where(sums > 0, sums, 1.0), 0.5)
-        split[estimate < DENSITY_SPLIT_NOISE * noise_std] = 0.5
-        estimate = (estimate[:, None] * split).ravel()
-    total = estimate.sum()
-    return estimate / total if total > 0 else np.full(len(estimate), 1.0 / len(estimate))
 
 
 def pair_candidates(

@@ -1,0 +1,53 @@
+"""A hierarchical histogram (a binary tree of counts over equal cells of the unit interval).
+
+The query behind the numeric densities (:mod:`rdpgan.measure`) and the private schema's bounds
+(:mod:`rdpgan.privacy.private_schema`): every level of the tree is one histogram, and one row
+adds one count to one cell of each, so ``levels`` levels move by sqrt(levels) in L2 per column.
+The noisy levels are turned into one distribution top down (:func:`tree_density`), so the noise
+of the many fine cells does not add up along the range, as it would in one flat histogram.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+# Levels of the hierarchical histogram of a wide numeric column: 2, 4, ..., 1,024 cells of its
+# public unit interval (a cell is 1/1,024 of the range in the column's public transform).
+DENSITY_LEVELS = 10
+# A cell's count is split between its two halves by their noisy counts only where it is at
+# least this many noise stds; below, evenly (the noise would decide the split).
+DENSITY_SPLIT_NOISE = 3.0
+
+
+def level_counts(positions: np.ndarray, levels: int = DENSITY_LEVELS) -> list[np.ndarray]:
+    """The private query of one column: for each level l = 1..``levels``, the counts of its
+    values (positions in the unit interval [-1, 1]) in 2**l equal cells. One row adds one
+    count to one cell of each level."""
+    positions = np.asarray(positions, dtype=float)
+    assert np.isfinite(positions).all(), "missing values have no position"
+    unit = (np.clip(positions, -1.0, 1.0) + 1.0) / 2.0
+    return [
+        np.bincount(
+            np.minimum((unit * 2**level).astype(np.int64), 2**level - 1), minlength=2**level
+        ).astype(float)
+        for level in range(1, levels + 1)
+    ]
+
+
+def tree_density(levels: Sequence[np.ndarray], noise_std: float) -> np.ndarray:
+    """The finest level's distribution from noisy counts of every level (post-processing):
+    top down, each cell's estimate is split between its halves in the ratio of their clipped
+    noisy counts, or evenly where the cell holds fewer than ``DENSITY_SPLIT_NOISE`` noise
+    stds (PrivTree's rule: a split below the noise would follow the noise). Coarse levels fix
+    where the mass is, so the noise of the 1,024 fine cells does not add up along the range."""
+    estimate = np.array([max(float(levels[0].sum()), 0.0)])
+    for noisy in levels:
+        halves = np.clip(noisy, 0.0, None).reshape(-1, 2)
+        sums = halves.sum(axis=1, keepdims=True)
+        split = np.where(sums > 0, halves / np.where(sums > 0, sums, 1.0), 0.5)
+        split[estimate < DENSITY_SPLIT_NOISE * noise_std] = 0.5
+        estimate = (estimate[:, None] * split).ravel()
+    total = estimate.sum()
+    return estimate / total if total > 0 else np.full(len(estimate), 1.0 / len(estimate))
