@@ -76,7 +76,7 @@ class SchemaConfig:
     source: str = "declared"
     file: str | None = None
     epsilon_fraction: float = 0.1
-    # private: share of delta for the levels found without candidates (stability histograms).
+    # private: share of delta for the tail of partition selection (values found without candidates).
     delta_fraction: float = 0.1
     # Column -> continuous | categorical: public, overriding the released (or dtype) kind.
     types: dict[str, str] = field(default_factory=dict)
@@ -87,7 +87,7 @@ class SchemaConfig:
     # most this many levels are kept, the most frequent (by noisy count).
     max_levels: int = 50
     # private: the quantiles that become a continuous column's bounds.
-    quantiles: list[float] = field(default_factory=lambda: [0.05, 0.95])
+    quantiles: list[float] = field(default_factory=lambda: [0.01, 0.99])
 
 
 @dataclass

@@ -24,7 +24,7 @@ from rdpgan.data.schema_file import read_schema_file, schema_yaml
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import atomic_write
 from rdpgan.privacy.ledger import LEDGER_FILE, Release
-from rdpgan.privacy.private_schema import SchemaRelease
+from rdpgan.privacy.private_schema import SchemaBudget, SchemaRelease
 from rdpgan.privacy.randomness import SCHEMA_STREAM, SecretRandomness
 
 RELEASED_SCHEMA = "schema.yaml"
@@ -34,13 +34,13 @@ SPENDING_RECORD = (LEDGER_FILE, RUN_RECORD, RELEASED_SCHEMA, checkpoint.META, *c
 
 
 def release_run_tables(
-    cfg: RunConfig, pay: Callable[[Release], None] | None = None
+    cfg: RunConfig, pay: Callable[[list[Release]], None] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """A fresh run's train rows, held-out test rows and schema: a private schema is released
     now, with fresh noise, after ``pay`` has seen its cost (record it there: the noise comes
     next)."""
     rng = SecretRandomness(cfg.privacy.noise_seed, SCHEMA_STREAM).numpy
-    budget = (cfg.epsilon, cfg.delta)
+    budget = SchemaBudget(cfg.epsilon, cfg.delta, cfg.privacy.accountant)
     return load_tables(cfg.dataset, cfg.schema, cfg.data.root, budget, rng, None, pay)
 
 
@@ -50,7 +50,7 @@ def load_run_tables(
     """An existing run's tables, with the schema it already released (nothing new is drawn);
     ``expected``: the schema it was trained with (another one is refused)."""
     released = _recorded_schema(run_dir) if cfg.schema.source == "private" else None
-    budget = (cfg.epsilon, cfg.delta)
+    budget = SchemaBudget(cfg.epsilon, cfg.delta, cfg.privacy.accountant)
     return load_tables(
         cfg.dataset, cfg.schema, cfg.data.root, budget, None, released, expected=expected
     )

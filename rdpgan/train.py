@@ -88,10 +88,10 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         device=cfg.device,
     )
 
-    def pay(cost: Release) -> None:  # a private schema's cost, on disk before its noise
+    def pay(costs: list[Release]) -> None:  # a private schema's cost, on disk before its noise
         def record_spending() -> None:
             write_run_config(out, cfg)
-            model.charge_schema(SchemaRelease.cost([cost]), out)
+            model.charge_schema(SchemaRelease.cost(costs), out)
 
         writing(out, record_spending)
 

@@ -13,6 +13,7 @@ from rdpgan.cli import compose_run_config
 from rdpgan.config import SchemaConfig
 from rdpgan.data.loading import load_tables
 from rdpgan.data.schema import Categorical, Continuous
+from rdpgan.privacy.private_schema import SchemaBudget
 from tests.conftest import FAST, run_cli
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
@@ -78,7 +79,7 @@ def test_a_messy_csv_gets_a_released_schema_with_nothing_but_the_target(case):
     dataset.positive_label = case.get("positive_label")
     config = SchemaConfig(source="private")
     rng = np.random.default_rng(0)
-    train, test, release = load_tables(dataset, config, None, (50.0, 1e-5), rng)
+    train, test, release = load_tables(dataset, config, None, SchemaBudget(50.0, 1e-5), rng)
     schema, expect = release.schema, case["expect"]
     assert sorted(release.dropped) == sorted(expect.get("dropped", []))
     for name, kind in expect.get("kinds", {}).items():

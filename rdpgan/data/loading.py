@@ -39,7 +39,7 @@ from rdpgan.data.target import (
 )
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import Release
-from rdpgan.privacy.private_schema import SchemaRelease, private_schema
+from rdpgan.privacy.private_schema import SchemaBudget, SchemaRelease, private_schema
 
 SOURCES = ("declared", "private", "unsafe_infer")
 KINDS = ("continuous", "categorical")
@@ -62,19 +62,20 @@ def load_tables(
     dataset: DatasetConfig,
     config: SchemaConfig,
     root: str | None,
-    budget: tuple[float, float] | None,
+    budget: SchemaBudget | None,
     rng: np.random.Generator | None,
     released: Schema | None = None,
-    pay: Callable[[Release], None] | None = None,
+    pay: Callable[[list[Release]], None] | None = None,
     expected: Schema | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, SchemaRelease]:
     """(train rows, held-out rows, schema release) for a run, each conformed.
 
     The schema is built from the training rows alone (a declared one from none), so held-out
-    rows never influence what the generator may produce. ``budget`` is the run's (epsilon,
-    delta), of which a private schema spends its fractions; ``released`` a private schema the
-    run already paid for (resume, evaluation: nothing new is drawn). ``pay`` sees a private
-    schema's cost before its noise (see :func:`~rdpgan.privacy.private_schema.private_schema`).
+    rows never influence what the generator may produce. ``budget`` is the run's epsilon,
+    delta and accountant, of which a private schema spends its fractions; ``released`` a
+    private schema the run already paid for (resume, evaluation: nothing new is drawn).
+    ``pay`` sees a private schema's costs before its noise (see
+    :func:`~rdpgan.privacy.private_schema.private_schema`).
     ``expected``: the schema a run was trained with (resume, evaluation, report); any other
     is refused before a row is read with it.
     """
@@ -129,10 +130,10 @@ def resolve_schema(
     cells: pd.DataFrame,
     dataset: DatasetConfig,
     config: SchemaConfig,
-    budget: tuple[float, float] | None,
+    budget: SchemaBudget | None,
     rng: np.random.Generator | None,
     released: Schema | None = None,
-    pay: Callable[[Release], None] | None = None,
+    pay: Callable[[list[Release]], None] | None = None,
 ) -> SchemaRelease:
     """The schema's release, from the training rows' cells only (see :func:`load_tables`).
     A private schema is drawn with ``rng``, the run's DP noise."""
@@ -150,19 +151,7 @@ def resolve_schema(
             return _recorded_release(released, dataset, frame)
         if rng is None or budget is None:
             raise ValueError("a private schema needs its budget and noise generator")
-        for name in ("epsilon_fraction", "delta_fraction"):
-            if not 0.0 < getattr(config, name) < 1.0:
-                raise UserInputError(f"schema.{name} must be in (0, 1)")
-        epsilon, delta = budget
-        return private_schema(
-            frame,
-            dataset,
-            config,
-            config.epsilon_fraction * epsilon,
-            config.delta_fraction * delta,
-            rng,
-            pay,
-        )[1]
+        return private_schema(frame, dataset, config, budget, rng, pay)[1]
     declared = declared_schema(dataset, config) if config.source == "declared" else None
     target = target_column(frame, dataset, declared)
     if declared is None:

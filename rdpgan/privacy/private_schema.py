@@ -7,22 +7,31 @@ into the run's ledger by the synthesizer). A declared schema (free) and one read
 (``unsafe_infer``, marked NOT end-to-end private) are built in :mod:`rdpgan.data.loading` and
 carried in the same record.
 
-``private`` spends ``epsilon_fraction`` of the budget, split evenly over its queries (every row
-touches every column, so the queries compose sequentially):
+``private`` makes two Gaussian releases with one noise multiplier, calibrated so that both cost
+``epsilon_fraction`` of the run's epsilon on their own; the run's accountant composes them with
+everything after (so the noise grows with the square root of the columns, not with their
+number):
 
-- a continuous column's bounds are two quantiles, each chosen by the exponential mechanism
-  (McSherry & Talwar 2007) from a public grid of round numbers, utility -|#{x <= c} - q n|
-  (sensitivity 1), with a prior centred on the column's DP median (a third query). A grid,
-  not the intervals between data points, because a grid needs no public outer range: the
-  interval version puts most of its mass on huge empty intervals unless the outer range is
-  tight, which is exactly what we do not know;
-- a categorical column's levels come only from a public candidate list, each kept when its
-  Laplace-noised count (one row changes one count by one: L1 sensitivity 1) clears
-  ``3 / epsilon``; values outside the kept levels are read as missing.
+1. **Counts** over every column at once. Per feature column, three histograms that one row adds
+   one count to each: its value profile (missing / text / zero / integer / fraction), the
+   values it holds (Gaussian partition selection, :mod:`~rdpgan.privacy.mechanisms.partition`:
+   a value is released when its noisy count clears a threshold; with ``schema.candidates``,
+   counts of the public candidates), and the signed power-of-two band of its number. The
+   target: its values (a named ``positive_label`` is public and always a class). L2
+   sensitivity sqrt(3 × features + 1). The threshold's tail is a delta of its own
+   (``delta_fraction`` of delta), recorded as an approximate release.
+2. **Bounds**, for the columns the counts say are numeric: a hierarchical histogram
+   (:mod:`~rdpgan.privacy.mechanisms.tree`) of each one's values within the bands released in
+   1. Its bounds are the ``quantiles`` of the released density: their error is a cell of the
+   released bands, whatever the column's span (a year comes back as a year, a latitude as a
+   latitude). L2 sensitivity sqrt(levels × numeric columns).
+
+Every decision (kinds, levels, bounds, what is dropped) is post-processing of these two.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,24 +48,37 @@ from rdpgan.data.target import (
     released_classes_only,
 )
 from rdpgan.errors import UserInputError
-from rdpgan.privacy.ledger import Release, basic_epsilon
-from rdpgan.privacy.mechanisms.exponential import exponential_mechanism
-from rdpgan.privacy.mechanisms.laplace import laplace_noise
-from rdpgan.privacy.mechanisms.stability import stable_keys
+from rdpgan.privacy import accountants
+from rdpgan.privacy.ledger import Release
+from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
+from rdpgan.privacy.mechanisms.partition import gaussian_partitions, gaussian_threshold
+from rdpgan.privacy.mechanisms.tree import DENSITY_LEVELS, level_counts, tree_density
 
-# 0 and ±{1, 1.5, 2, 3, 5, 7} × 10^k for k = -3..9: round bounds from probabilities to money.
-ROUND_GRID = np.unique(
-    np.concatenate(
-        [
-            [0.0],
-            *(
-                [s * m * 10.0**k for m in (1, 1.5, 2, 3, 5, 7) for k in range(-3, 10)]
-                for s in (-1, 1)
-            ),
-        ]
-    )
-)
-SIGNED_LOG_GRID = np.sign(ROUND_GRID) * np.log1p(np.abs(ROUND_GRID))
+SCHEMA_COUNTS = "schema"
+SCHEMA_NEW_VALUES = "schema_new_values"
+# A column's value profile: each row lands in exactly one of these cells.
+PROFILE_CELLS = ("missing", "text", "zero", "integer", "fraction")
+# Power-of-two bands 2^e <= |x| < 2^(e+1), e in [LOWEST_BAND, HIGHEST_BAND] (beyond: the end
+# band), negative numbers first: 1e-6 to 1e19 either side of 0.
+LOWEST_BAND, HIGHEST_BAND = -20, 63
+BANDS = HIGHEST_BAND - LOWEST_BAND + 1
+# Histograms each feature column adds one count per row to in the first release (profile,
+# value, band); the target adds one (its value).
+HISTOGRAMS_PER_FEATURE = 3
+# Decisions read off a column's noisy counts (post-processing).
+EMPTY_SHARE = 0.02  # fewer values than this share of the rows: the column is dropped
+NUMERIC_SHARE = 0.9  # at least this share of the values parse as numbers: numeric
+FRACTION_SHARE = 0.1  # fewer fractions than this share of the numbers: integer
+POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a code of its own
+# A band or candidate counts where its noisy count clears this many noise stds (a public list
+# needs no partition-selection threshold, only to stay above the noise).
+NOISE_FLOOR = 3.0
+# The bounds are widened by this share of the span between the two quantiles, each side
+# (within the released bands), so the tail beyond them is not all clipped onto one value.
+BOUND_MARGIN = 0.02
+# A numeric column's bounds are found on a log scale where its bands span more than this ratio
+# (all positive): a census income's 1st percentile is then not lost in one linear cell.
+LOG_SPAN = 4.0
 
 
 @dataclass
@@ -72,19 +94,14 @@ class SchemaRelease:
     one_vs_rest: Any = None
     # The target class scored as positive, as the schema spells it (None: the user's label).
     positive: Any = None
+    # What its releases cost on their own (the run's accountant composes them with the rest).
+    epsilon: float = 0.0
+    delta: float = 0.0
 
     @classmethod
     def cost(cls, releases: list[Release]) -> SchemaRelease:
         """What a schema spent, before there is a schema (to put it on record first)."""
         return cls(Schema([]), releases)
-
-    @property
-    def epsilon(self) -> float:
-        return basic_epsilon(r.to_dict() for r in self.releases)
-
-    @property
-    def delta(self) -> float:
-        return sum(r.delta for r in self.releases if r.kind == "approximate")
 
     def summary(self, epsilon: float) -> str:
         """One line for the console; the details go to the run's ``schema.yaml``."""
@@ -97,82 +114,24 @@ class SchemaRelease:
         if self.dropped:
             line += f" ({'; '.join(f'{n}: {why}' for n, why in self.dropped.items())})"
         if self.releases:
-            line += f"; epsilon {self.epsilon:.3g} of {epsilon:g}, delta {self.delta:.2g}"
+            line += (
+                f"; epsilon {self.epsilon:.3g} of {epsilon:g} on its own, delta {self.delta:.2g}"
+            )
         return line
 
 
-def round_quantile_scores(
-    values: np.ndarray, q: float, near: float | None = None
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """(utility, log prior) of every grid value: what :func:`dp_round_quantile` draws from.
-
-    Utility of a grid value: minus the distance between the number of values at or below it and
-    q·n; adding or removing one row moves that by at most max(q, 1 - q) <= 1 (sensitivity 1).
-    Every grid value beyond the data's extremes has the same utility, and without a prior the
-    many of them would outvote the few near an outer quantile. ``near`` (an already released
-    value, e.g. the DP median: post-processing) sets a prior that divides a candidate's weight
-    by e for each e-fold of distance from it on a signed-log scale, so ties go to the tightest.
-    """
-    values = np.sort(values[~np.isnan(values)])
-    below = np.searchsorted(values, ROUND_GRID, side="right")
-    utilities = -np.abs(below - q * len(values))
-    prior = None
-    if near is not None:
-        centre = np.sign(near) * np.log1p(abs(near))
-        prior = -np.abs(SIGNED_LOG_GRID - centre)
-    return utilities, prior
-
-
-def dp_round_quantile(
-    values: np.ndarray,
-    q: float,
-    epsilon: float,
-    rng: np.random.Generator,
-    near: float | None = None,
-) -> float:
-    """A grid value near the q-quantile of ``values`` (NaNs ignored), epsilon-DP."""
-    utilities, prior = round_quantile_scores(values, q, near)
-    return float(ROUND_GRID[exponential_mechanism(utilities, epsilon, 1.0, rng, prior)])
-
-
-def candidate_counts(series: pd.Series, candidates: list[Any]) -> np.ndarray:
-    """How many rows hold each candidate level: one row adds one to one count at most (L1
-    sensitivity 1); values that are no candidate are not counted."""
-    reader = Categorical(series.name, tuple(candidates), missing=True, unlisted_as_missing=True)
-    counts = np.bincount(reader.encode(series), minlength=len(candidates) + 1)
-    return counts[: len(candidates)].astype(float)  # the last code is 'missing/other'
-
-
-def _grid_step(value: float, direction: int) -> float:
-    """The grid value ``direction`` steps from ``value`` (a grid value), stopping at the ends."""
-    index = int(np.searchsorted(ROUND_GRID, value)) + direction
-    return float(ROUND_GRID[min(max(index, 0), len(ROUND_GRID) - 1)])
-
-
-# A column's value profile: each row lands in exactly one of these cells.
-PROFILE_CELLS = ("missing", "text", "zero", "integer", "fraction")
-# Decisions read off a column's noisy profile (post-processing of one Laplace histogram).
-EMPTY_SHARE = 0.02  # fewer values than this share of the rows: the column is dropped
-NUMERIC_SHARE = 0.9  # at least this share of the values parse as numbers: numeric
-FRACTION_SHARE = 0.1  # fewer fractions than this share of the numbers: integer
-POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a code of its own
-# Of a column's epsilon, the profile takes this share; the bounds (3 quantiles) or the levels
-# take the rest. A target is categorical by definition: it needs no profile.
-PROFILE_SHARE = 0.25
-
-
 @dataclass(frozen=True)
-class Budget:
-    """What each column's releases may spend: the schema's share split evenly over columns
-    (every row touches every column, so the columns compose sequentially)."""
+class SchemaBudget:
+    """The run's budget and accountant: the schema spends ``schema.epsilon_fraction`` and
+    ``schema.delta_fraction`` of them."""
 
     epsilon: float
     delta: float
+    accountant: str = "rdp"
 
 
 def value_profile(series: pd.Series) -> np.ndarray:
-    """Rows per :data:`PROFILE_CELLS` cell. Each row counts in exactly one cell, so adding or
-    removing one row changes one count by one: L1 sensitivity 1."""
+    """Rows per :data:`PROFILE_CELLS` cell. Each row counts in exactly one cell."""
     numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
     missing = series.isna().to_numpy()
     number = ~np.isnan(numbers)
@@ -181,6 +140,39 @@ def value_profile(series: pd.Series) -> np.ndarray:
         fraction = number & np.isfinite(numbers) & (numbers != np.round(numbers))
     cells = [missing, ~missing & ~number, zero, number & ~zero & ~fraction, fraction]
     return np.array([cell.sum() for cell in cells], dtype=float)
+
+
+def magnitude_bands(series: pd.Series) -> np.ndarray:
+    """Rows per signed power-of-two band (:data:`BANDS` negative ones, then as many positive):
+    each finite nonzero number counts in exactly one, anything else in none."""
+    numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+    numbers = numbers[np.isfinite(numbers) & (numbers != 0)]
+    exponents = np.clip(np.floor(np.log2(np.abs(numbers))), LOWEST_BAND, HIGHEST_BAND)
+    offsets = (exponents - LOWEST_BAND).astype(np.int64)
+    cells = np.where(numbers < 0, BANDS - 1 - offsets, BANDS + offsets)
+    return np.bincount(cells, minlength=2 * BANDS).astype(float)
+
+
+def band_edges(cell: int) -> tuple[float, float]:
+    """The numbers band ``cell`` of :func:`magnitude_bands` covers (the end bands reach on)."""
+    if cell >= BANDS:
+        exponent = cell - BANDS + LOWEST_BAND
+        return 2.0**exponent, 2.0 ** (exponent + 1)
+    exponent = BANDS - 1 - cell + LOWEST_BAND
+    return -(2.0 ** (exponent + 1)), -(2.0**exponent)
+
+
+def candidate_counts(series: pd.Series, candidates: list[Any]) -> np.ndarray:
+    """How many rows hold each candidate level: one row adds one to one count at most; values
+    that are no candidate are not counted."""
+    reader = Categorical(series.name, tuple(candidates), missing=True, unlisted_as_missing=True)
+    counts = np.bincount(reader.encode(series), minlength=len(candidates) + 1)
+    return counts[: len(candidates)].astype(float)  # the last code is 'missing/other'
+
+
+def value_counts(series: pd.Series) -> dict[str, int]:
+    """Rows per value the column holds, as text (what partition selection draws from)."""
+    return {str(k): int(v) for k, v in series.dropna().astype(str).value_counts().items()}
 
 
 @dataclass(frozen=True)
@@ -204,11 +196,8 @@ class Profile:
 
     @property
     def kind(self) -> str:
-        return (
-            "continuous"
-            if self.numbers >= NUMERIC_SHARE * (self.numbers + self.text)
-            else ("categorical")
-        )
+        numeric = self.numbers >= NUMERIC_SHARE * (self.numbers + self.text)
+        return "continuous" if numeric else "categorical"
 
     @property
     def is_integer(self) -> bool:
@@ -219,62 +208,177 @@ class Profile:
         return bool(self.zero >= POINT_MASS_SHARE * self.numbers)
 
 
-def dp_profile(series: pd.Series, epsilon: float, rng: np.random.Generator) -> Profile:
-    """:func:`value_profile` with Laplace noise: epsilon-DP."""
-    return Profile(*map(float, laplace_noise(value_profile(series), 1.0, epsilon, rng)))
+@dataclass
+class Counts:
+    """The first release: per feature column its noisy profile, bands and levels (released
+    values or candidates, with noisy counts), and the target's released values."""
+
+    profiles: dict[str, Profile]
+    bands: dict[str, np.ndarray]
+    levels: dict[str, dict[Any, float]]
+    std: float
 
 
-def dp_levels(
-    series: pd.Series, config: SchemaConfig, budget: Budget, rng: np.random.Generator
-) -> list[Any]:
-    """A categorical column's released levels: from its public candidates (Laplace counts over
-    a threshold, pure epsilon) or, without candidates, a stability-based histogram of the
-    values it holds ((epsilon, delta): the levels need no list). At most ``max_levels`` of
-    them, the most frequent by noisy count (post-processing)."""
-    name = series.name
-    if name in config.candidates:
-        candidates = list(config.candidates[name])
-        noisy = laplace_noise(candidate_counts(series, candidates), 1.0, budget.epsilon, rng)
-        found = {c: n for c, n in zip(candidates, noisy, strict=True) if n >= 3.0 / budget.epsilon}
-    else:
-        counts = series.dropna().astype(str).value_counts().to_dict()
-        found = stable_keys(counts, budget.epsilon, budget.delta, rng)
-    frequent = sorted(found, key=lambda level: -found[level])[: config.max_levels]
-    return sorted(frequent, key=str)
-
-
-def dp_bounds(
-    values: np.ndarray, quantiles: tuple[float, float], epsilon: float, rng: np.random.Generator
-) -> tuple[float, float]:
-    """Round bounds around the ``quantiles`` of ``values``, with ``epsilon`` per quantile (three:
-    the median, then the two picks near it). One grid step outward (a factor of 2 to 2.5) keeps
-    most of the tail beyond the quantiles instead of clipping it (post-processing)."""
-    median = dp_round_quantile(values, 0.5, epsilon, rng)
-    picks = sorted(dp_round_quantile(values, q, epsilon, rng, median) for q in quantiles)
-    return _grid_step(picks[0], -1), _grid_step(picks[1], +1)
-
-
-def numeric_spec(
-    series: pd.Series,
-    profile: Profile,
-    quantiles: tuple[float, float],
-    epsilon: float,
+def noisy_counts(
+    frame: pd.DataFrame,
+    features: list[str],
+    target: str,
+    config: SchemaConfig,
+    std: float,
+    threshold: float,
     rng: np.random.Generator,
-) -> ColumnSpec:
-    """A numeric column's spec: integer-ness and a point mass at 0 from its profile, bounds by
-    :func:`dp_bounds` (of the values other than 0 when 0 has a code of its own)."""
+) -> Counts:
+    """Release 1 (see the module docstring): one Gaussian draw over every dense count (profiles,
+    bands, candidate counts) and partition selection over the values of the columns without
+    candidates. One row adds one count to each of 3 histograms per feature and 1 for the
+    target."""
+    dense: list[tuple[str, str, np.ndarray]] = []
+    sparse: dict[tuple[str, str], int] = {}
+    for name in [*features, target]:
+        series = frame[name]
+        if name != target:
+            dense.append((name, "profile", value_profile(series)))
+            dense.append((name, "bands", magnitude_bands(series)))
+        if name in config.candidates:
+            dense.append((name, "candidates", candidate_counts(series, config.candidates[name])))
+        else:
+            sparse.update({(name, v): c for v, c in value_counts(series).items()})
+    flat = np.concatenate([counts for *_, counts in dense]) if dense else np.zeros(0)
+    noisy = noisy_histogram(flat, std, rng) if len(flat) else flat
+    kept = gaussian_partitions(sparse, std, threshold, rng)
+    out = Counts({}, {}, {name: {} for name in [*features, target]}, std)
+    start = 0
+    for name, part, counts in dense:
+        values = noisy[start : start + len(counts)]
+        start += len(counts)
+        if part == "profile":
+            out.profiles[name] = Profile(*map(float, values))
+        elif part == "bands":
+            out.bands[name] = values
+        else:
+            floor = NOISE_FLOOR * std
+            candidates = config.candidates[name]
+            out.levels[name] = {
+                c: float(v) for c, v in zip(candidates, values, strict=True) if v >= floor
+            }
+    for (name, value), count in kept.items():
+        out.levels[name][value] = count
+    return out
+
+
+def band_range(
+    bands: np.ndarray, std: float, quantiles: tuple[float, float]
+) -> tuple[float, float] | None:
+    """The numbers from the band holding the lower quantile to the one holding the upper, of
+    the bands' noisy counts (those below the noise floor read as empty); None when no band
+    clears it. Post-processing."""
+    counts = np.where(bands >= NOISE_FLOOR * std, bands, 0.0)
+    total = counts.sum()
+    if total <= 0:
+        return None
+    cumulative = np.cumsum(counts) / total
+    first = int(np.searchsorted(cumulative, quantiles[0], side="right"))
+    last = int(np.searchsorted(cumulative, quantiles[1], side="left"))
+    last = min(max(last, first), len(counts) - 1)
+    return band_edges(first)[0], band_edges(last)[1]
+
+
+def on_log_scale(lo: float, hi: float) -> bool:
+    return lo > 0 and hi > LOG_SPAN * lo
+
+
+def bound_positions(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Values (finite numbers) as positions in [-1, 1] of [lo, hi] (log scale where
+    :func:`on_log_scale`), clipped: the tree's query."""
+    if on_log_scale(lo, hi):
+        unit = np.log(np.clip(values, lo, hi) / lo) / math.log(hi / lo)
+    else:
+        unit = (np.clip(values, lo, hi) - lo) / (hi - lo)
+    return 2.0 * unit - 1.0
+
+
+def position_value(position: float, lo: float, hi: float) -> float:
+    """The inverse of :func:`bound_positions`."""
+    unit = (position + 1.0) / 2.0
+    if on_log_scale(lo, hi):
+        return float(lo * (hi / lo) ** unit)
+    return float(lo + unit * (hi - lo))
+
+
+def numbers_of(series: pd.Series, zero_mass: bool) -> np.ndarray:
+    """A column's finite numbers (without its zeros when 0 has a code of its own)."""
     values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
-    if profile.zero_mass:
-        values = values[values != 0]
-    lo, hi = dp_bounds(values, quantiles, epsilon, rng)
+    values = values[np.isfinite(values)]
+    return values[values != 0] if zero_mass else values
+
+
+def density_bounds(
+    density: np.ndarray, lo: float, hi: float, quantiles: tuple[float, float]
+) -> tuple[float, float]:
+    """The ``quantiles`` of a released density over equal cells of [lo, hi] (its cells' outer
+    edges), widened by :data:`BOUND_MARGIN` of their span within [lo, hi]. Post-processing."""
+    cells = len(density)
+    cumulative = np.cumsum(density)
+    first = int(np.searchsorted(cumulative, quantiles[0], side="right"))
+    last = max(int(np.searchsorted(cumulative, quantiles[1], side="left")), first)
+    low = position_value(2.0 * first / cells - 1.0, lo, hi)
+    high = position_value(2.0 * min(last + 1, cells) / cells - 1.0, lo, hi)
+    margin = BOUND_MARGIN * (high - low)
+    return max(lo, low - margin), min(hi, high + margin)
+
+
+def numeric_bounds(
+    frame: pd.DataFrame,
+    ranges: dict[str, tuple[float, float]],
+    zero_masses: dict[str, bool],
+    quantiles: tuple[float, float],
+    noise_multiplier: float,
+    rng: np.random.Generator,
+) -> dict[str, tuple[float, float]]:
+    """Release 2 (see the module docstring): each numeric column's hierarchical histogram within
+    its released band range, one Gaussian draw for all (L2 sensitivity sqrt(levels × columns)),
+    and the bounds read off it."""
+    if not ranges:
+        return {}
+    tables = [
+        table
+        for name, (lo, hi) in ranges.items()
+        for table in level_counts(
+            bound_positions(numbers_of(frame[name], zero_masses[name]), lo, hi), DENSITY_LEVELS
+        )
+    ]
+    std = noise_multiplier * math.sqrt(DENSITY_LEVELS * len(ranges))
+    flat = noisy_histogram(np.concatenate(tables), std, rng)
+    splits = np.cumsum([len(t) for t in tables])[:-1]
+    noisy = np.split(flat, splits)
+    bounds = {}
+    for k, (name, (lo, hi)) in enumerate(ranges.items()):
+        # Cells below the noise floor read as empty: the clipped noise of empty cells would
+        # otherwise leak mass, level after level, into ranges no value holds.
+        levels = [
+            np.where(level >= NOISE_FLOOR * std, level, 0.0)
+            for level in noisy[k * DENSITY_LEVELS : (k + 1) * DENSITY_LEVELS]
+        ]
+        bounds[name] = density_bounds(tree_density(levels, std), lo, hi, quantiles)
+    return bounds
+
+
+def numeric_spec(name: str, profile: Profile, bounds: tuple[float, float]) -> ColumnSpec:
+    """A numeric column's spec: integer-ness and a point mass at 0 from its profile, and its
+    released bounds (integers outward for an integer column; 0 inside with a point mass)."""
+    lo, hi = bounds
+    if profile.is_integer:
+        lo, hi = math.floor(lo), math.ceil(hi)
     if profile.zero_mass:
         lo, hi = min(lo, 0.0), max(hi, 0.0)
+    if not lo < hi:
+        hi = lo + 1.0
     transform = "log1p" if lo >= 0 and hi > 100 * max(lo, 1.0) else "none"
     return ColumnSpec(
-        str(series.name),
+        name,
         "continuous",
-        lo,
-        hi,
+        float(lo),
+        float(hi),
         integer=profile.is_integer,
         transform=transform,
         missing=True,
@@ -283,25 +387,13 @@ def numeric_spec(
     )
 
 
-def column_spec(
-    series: pd.Series, config: SchemaConfig, budget: Budget, rng: np.random.Generator
-) -> ColumnSpec | str:
-    """One column's released spec, or why it is dropped (a reason made of released facts).
-
-    Its kind comes from ``schema.types`` (public) or else from its noisy profile; values that
-    cannot be read as that kind read as missing (every column may be missing).
-    """
-    name = str(series.name)
-    profile = dp_profile(series, PROFILE_SHARE * budget.epsilon, rng)
-    rest = Budget((1.0 - PROFILE_SHARE) * budget.epsilon, budget.delta)
-    if profile.empty:
-        return "(almost) all missing"
-    declared = config.types.get(name, "categorical" if name in config.candidates else None)
-    if (declared or profile.kind) == "continuous":
-        return numeric_spec(series, profile, _quantiles(config), rest.epsilon / 3.0, rng)
-    levels = dp_levels(series, config, rest, rng)
-    if len(levels) < 2:
+def levels_spec(name: str, found: dict[Any, float], config: SchemaConfig) -> ColumnSpec | str:
+    """A categorical column's spec from its released levels (the ``max_levels`` most frequent
+    by noisy count), or why it is dropped."""
+    frequent = sorted(found, key=lambda level: -found[level])[: config.max_levels]
+    if len(frequent) < 2:
         return "fewer than two levels released"
+    levels = sorted(frequent, key=str)
     return ColumnSpec(name, "categorical", levels=levels, missing=True, unlisted_as_missing=True)
 
 
@@ -315,34 +407,25 @@ def _quantiles(config: SchemaConfig) -> tuple[float, float]:
 def private_target(
     frame: pd.DataFrame,
     dataset: DatasetConfig,
-    config: SchemaConfig,
-    budget: Budget,
-    rng: np.random.Generator,
+    released: dict[Any, float],
 ) -> tuple[pd.DataFrame, list[Any], Any]:
     """(rows, released classes, positive class): the classes are empty when the target was
     collapsed to one-vs-rest around the positive class; the positive class is the released
     spelling of ``dataset.positive_label`` (matched by :func:`class_key`), if given.
 
-    The classes are released like any categorical column's levels. Rows whose class was not
-    released (or is missing) are left out, by a rule applied to each row alone; refusing
-    instead would tell whether such a row exists.
+    The classes are released like any categorical column's levels (``released``, with noisy
+    counts). A named positive label is public: it is a class whether released or not, and the
+    rest are "not" it when no other class was released, so a table is never refused for a
+    class too rare to clear the noise. Rows whose class was not released (or is missing) are
+    left out, by a rule applied to each row alone; refusing instead would tell whether such a
+    row exists.
     """
     target, positive = dataset.target, dataset.positive_label
-    classes = dp_levels(frame[target], config, budget, rng)
+    classes = sorted(released, key=str)
     shown = ", ".join(repr(str(c)) for c in classes[:5]) or "none"
     if positive is not None:
         matches = [c for c in classes if class_key(c) == class_key(positive)]
-        if not matches:
-            raise UserInputError(
-                f"dataset.positive_label={positive!r} is not among the target's released "
-                f"classes ({shown})"
-            )
-        if len(matches) == len(classes):
-            raise UserInputError(
-                f"target {target!r} has no released class but {positive!r} ({shown}): "
-                "nothing to tell it from"
-            )
-        if len(classes) > 2 or len(matches) > 1:
+        if len(classes) - len(matches) != 1 or len(matches) != 1:
             frame = one_vs_rest(frame, target, positive)
             return frame[frame[target].notna()].reset_index(drop=True), [], positive
         positive = matches[0]
@@ -366,63 +449,118 @@ def _check_private_settings(config: SchemaConfig) -> None:
         if len({str(c) for c in candidates}) != len(candidates):
             # Two equal candidates would count the same rows twice (L1 sensitivity 2).
             raise UserInputError(f"schema.candidates.{name} lists a value twice")
+    for name in ("epsilon_fraction", "delta_fraction"):
+        if not 0.0 < getattr(config, name) < 1.0:
+            raise UserInputError(f"schema.{name} must be in (0, 1)")
+
+
+def schema_noise(budget: SchemaBudget, config: SchemaConfig) -> tuple[float, float]:
+    """(noise multiplier of both releases, delta of the threshold's tail): the two Gaussian
+    releases cost ``epsilon_fraction`` of epsilon on their own, at the delta the accountant is
+    left once the tail has taken ``delta_fraction``. Without privacy the RDP accountant's
+    calibration is used (the noise is drawn all the same; nothing is recorded)."""
+    tail = config.delta_fraction * budget.delta
+    accountant = budget.accountant if budget.accountant != "none" else "rdp"
+    try:
+        sigma = accountants.calibrate_noise_multiplier(
+            accountant, [], 1.0, 2, config.epsilon_fraction * budget.epsilon, budget.delta - tail
+        )
+    except ValueError as exc:
+        raise UserInputError(
+            f"schema=private: {exc} (raise epsilon or schema.epsilon_fraction)"
+        ) from exc
+    return sigma, tail
 
 
 def private_schema(
     frame: pd.DataFrame,
     dataset: DatasetConfig,
     config: SchemaConfig,
-    epsilon: float,
-    delta: float,
+    budget: SchemaBudget,
     rng: np.random.Generator,
-    pay: Callable[[Release], None] | None = None,
+    pay: Callable[[list[Release]], None] | None = None,
 ) -> tuple[pd.DataFrame, SchemaRelease]:
     """(rows, schema) with every column's kind, bounds and levels released, and the target's
-    classes; (epsilon, delta) in total, split evenly over the columns (basic composition).
+    classes: the two releases of the module docstring.
 
     The cost is fixed before any noise is drawn and handed to ``pay`` first (a run writes its
     ledger there): whatever happens after the first draw, a refusal computed from released
     values included, the spending is on record.
     """
     _check_private_settings(config)
+    quantiles = _quantiles(config)
     target = dataset.target
     features = [name for name in frame.columns if name != target]
-    budget = Budget(epsilon / (len(features) + 1), delta / (len(features) + 1))
-    release = Release(
-        "schema",
-        "approximate",
-        epsilon=epsilon,
-        delta=delta,
-        details={
-            "mechanisms": "laplace (value profiles, candidate counts), exponential (quantile "
-            "bounds), stability-based histogram (levels without candidates)",
-            "columns": len(features) + 1,
-            "epsilon_per_column": budget.epsilon,
-            "delta_per_column": budget.delta,
-        },
-    )
+    sigma, tail = schema_noise(budget, config)
+    sensitivity = math.sqrt(HISTOGRAMS_PER_FEATURE * len(features) + 1)
+    std = sigma * sensitivity
+    # One row holds one value per column: the keys it alone may hold.
+    selected = sum(1 for name in [*features, target] if name not in config.candidates)
+    threshold = gaussian_threshold(std, tail, selected, budget.epsilon)
+    releases = [
+        Release(
+            SCHEMA_COUNTS,
+            "gaussian",
+            sigma,
+            1.0,
+            2,
+            {
+                "mechanisms": "gaussian: value profiles, power-of-two bands, candidate counts "
+                "and partition selection over values (release 1, sensitivity "
+                "sqrt(3 x features + 1)); hierarchical histograms of numeric columns within "
+                "their bands (release 2, sensitivity sqrt(levels x numeric columns))",
+                "sensitivity": sensitivity,
+                "columns": len(features) + 1,
+                "threshold": threshold,
+            },
+        ),
+        Release(
+            SCHEMA_NEW_VALUES,
+            "approximate",
+            epsilon=0.0,
+            delta=tail,
+            details={"keys_per_row": selected, "epsilon_bound": budget.epsilon},
+        ),
+    ]
     if pay is not None:
-        pay(release)
-    frame, classes, positive = private_target(frame, dataset, config, budget, rng)
-    specs: list[ColumnSpec] = []
+        pay(releases)
+    counts = noisy_counts(frame, features, target, config, std, threshold, rng)
+    frame, classes, positive = private_target(frame, dataset, counts.levels[target])
+    specs: dict[str, ColumnSpec] = {}
     dropped: dict[str, str] = {}
+    ranges: dict[str, tuple[float, float]] = {}
     for name in features:
-        spec = column_spec(frame[name], config, budget, rng)
-        if isinstance(spec, str):
-            dropped[name] = spec
+        profile = counts.profiles[name]
+        declared = config.types.get(name, "categorical" if name in config.candidates else None)
+        if profile.empty:
+            dropped[name] = "(almost) all missing"
+        elif (declared or profile.kind) != "continuous":
+            spec = levels_spec(name, counts.levels[name], config)
+            if isinstance(spec, str):
+                dropped[name] = spec
+            else:
+                specs[name] = spec
         else:
-            specs.append(spec)
+            found = band_range(counts.bands[name], std, quantiles)
+            if found is None:
+                dropped[name] = "no numeric range released"
+            else:
+                ranges[name] = found
+    zero_masses = {name: counts.profiles[name].zero_mass for name in ranges}
+    bounds = numeric_bounds(frame, ranges, zero_masses, quantiles, sigma, rng)
+    for name, found in bounds.items():
+        specs[name] = numeric_spec(name, counts.profiles[name], found)
     collapsed = not classes
     classes = one_vs_rest_classes(positive) if collapsed else classes
     # The target reads rows outside its classes as missing, so that a run declaring this
     # schema later leaves them out as this one did (rather than refuse, quoting one).
-    specs.append(
-        ColumnSpec(
-            target, "categorical", levels=list(classes), missing=True, unlisted_as_missing=True
-        )
+    specs[target] = ColumnSpec(
+        target, "categorical", levels=list(classes), missing=True, unlisted_as_missing=True
     )
-    ordered = [s for n in frame.columns for s in specs if s.name == n]
-    schema = SchemaRelease(Schema.from_specs(ordered), [release], dropped=dropped)
+    ordered = [specs[n] for n in frame.columns if n in specs]
+    schema = SchemaRelease(Schema.from_specs(ordered), releases, dropped=dropped)
+    schema.epsilon = config.epsilon_fraction * budget.epsilon
+    schema.delta = tail
     schema.one_vs_rest = positive if collapsed else None
     schema.positive = str(positive) if collapsed else positive
     return frame, schema

@@ -38,7 +38,7 @@ from rdpgan.data.schema_file import read_schema_file, schema_yaml
 from rdpgan.data.split import check_test_size, row_draws, split
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import validate_budget
-from rdpgan.privacy.private_schema import private_schema
+from rdpgan.privacy.private_schema import SchemaBudget, private_schema
 from rdpgan.transform import TableTransformer
 from tests.conftest import FAST, run_cli, train_cli
 
@@ -112,7 +112,7 @@ def assert_changed_by_one_row(
     for name, path in (("small", small), ("big", big)):
         dataset.path = path
         rng = np.random.default_rng(0)
-        loaded[name] = load_tables(dataset, config, None, (8.0, 1e-5), rng, released)
+        loaded[name] = load_tables(dataset, config, None, SchemaBudget(8.0, 1e-5), rng, released)
     (train_a, test_a, release_a), (train_b, test_b, release_b) = loaded["small"], loaded["big"]
     assert release_a.schema.to_specs() == release_b.schema.to_specs()
     transformer = TableTransformer(release_a.schema, dataset.target)
@@ -145,7 +145,9 @@ def released_schema(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("released")
     dataset = csv_dataset(path=write(tmp / "t.csv", base_rows()))
     config = SchemaConfig(source="private", candidates={"code": ["1", "2", "3"]})
-    _, _, release = load_tables(dataset, config, None, (50.0, 1e-5), np.random.default_rng(0))
+    _, _, release = load_tables(
+        dataset, config, None, SchemaBudget(50.0, 1e-5), np.random.default_rng(0)
+    )
     levels = release.schema["code"].levels
     assert levels == ("1", "2", "3") and release.schema["code"].unlisted_as_missing
     path = tmp / "schema.yaml"
@@ -169,7 +171,7 @@ def test_a_reused_released_schema_keeps_every_other_value_beside_a_blank_and_a_f
     path = write(tmp_path / "t.csv", [*rows, ["40", "", "yes"], ["41", "2.5", "no"]])
     dataset = csv_dataset(path=path, test_size=0.0)
     config = SchemaConfig(source="declared", file=str(released_schema))
-    train, _, _ = load_tables(dataset, config, None, (8.0, 1e-5), None)
+    train, _, _ = load_tables(dataset, config, None, SchemaBudget(8.0, 1e-5), None)
     assert train["code"].iloc[:N].tolist() == [row[1] for row in rows]
     assert train["age"].iloc[:N].isna().tolist() == [row[0] == "" for row in rows]
     assert train["code"].iloc[N:].isna().all()
