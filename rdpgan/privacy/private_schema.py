@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.special import ndtri
 
 from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
 from rdpgan.data.schema import Categorical, Schema
@@ -70,9 +71,15 @@ EMPTY_SHARE = 0.02  # fewer values than this share of the rows: the column is dr
 NUMERIC_SHARE = 0.9  # at least this share of the values parse as numbers: numeric
 FRACTION_SHARE = 0.1  # fewer fractions than this share of the numbers: integer
 POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a code of its own
-# A band or candidate counts where its noisy count clears this many noise stds (a public list
-# needs no partition-selection threshold, only to stay above the noise).
+# A candidate (or a cell of the bounds' tree) counts where its noisy count clears this many
+# noise stds (a public list needs no partition-selection threshold, only to stay above the
+# noise).
 NOISE_FLOOR = 3.0
+# A band counts where its noisy count clears the std times the normal quantile at which, of a
+# column's 2 x BANDS empty bands, one clears it by noise alone with probability
+# SPURIOUS_BAND: 3 stds would let one of 168 empty bands through a fifth of the time, and a
+# spurious band far out would stretch the bounds to it.
+SPURIOUS_BAND = 1e-3
 # The bounds are widened by this share of the span between the two quantiles, each side
 # (within the released bands), so the tail beyond them is not all clipped onto one value.
 BOUND_MARGIN = 0.02
@@ -270,9 +277,10 @@ def band_range(
     bands: np.ndarray, std: float, quantiles: tuple[float, float]
 ) -> tuple[float, float] | None:
     """The numbers from the band holding the lower quantile to the one holding the upper, of
-    the bands' noisy counts (those below the noise floor read as empty); None when no band
-    clears it. Post-processing."""
-    counts = np.where(bands >= NOISE_FLOOR * std, bands, 0.0)
+    the bands' noisy counts (those below :data:`SPURIOUS_BAND`'s floor read as empty); None
+    when no band clears it. Post-processing."""
+    floor = std * float(-ndtri(SPURIOUS_BAND / (2 * BANDS)))
+    counts = np.where(bands >= floor, bands, 0.0)
     total = counts.sum()
     if total <= 0:
         return None
@@ -449,17 +457,21 @@ def _check_private_settings(config: SchemaConfig) -> None:
         if len({str(c) for c in candidates}) != len(candidates):
             # Two equal candidates would count the same rows twice (L1 sensitivity 2).
             raise UserInputError(f"schema.candidates.{name} lists a value twice")
+        # What candidate_counts will build, built now: a list it refuses (empty, or equal by
+        # value) is a settings error, found before anything is paid.
+        Categorical(name, tuple(candidates), missing=True, unlisted_as_missing=True)
     for name in ("epsilon_fraction", "delta_fraction"):
         if not 0.0 < getattr(config, name) < 1.0:
             raise UserInputError(f"schema.{name} must be in (0, 1)")
 
 
-def schema_noise(budget: SchemaBudget, config: SchemaConfig) -> tuple[float, float]:
+def schema_noise(budget: SchemaBudget, config: SchemaConfig, selected: int) -> tuple[float, float]:
     """(noise multiplier of both releases, delta of the threshold's tail): the two Gaussian
     releases cost ``epsilon_fraction`` of epsilon on their own, at the delta the accountant is
-    left once the tail has taken ``delta_fraction``. Without privacy the RDP accountant's
+    left once the tail has taken ``delta_fraction`` (none when no column is ``selected`` by
+    partition selection: every one has candidates). Without privacy the RDP accountant's
     calibration is used (the noise is drawn all the same; nothing is recorded)."""
-    tail = config.delta_fraction * budget.delta
+    tail = config.delta_fraction * budget.delta if selected else 0.0
     accountant = budget.accountant if budget.accountant != "none" else "rdp"
     try:
         sigma = accountants.calibrate_noise_multiplier(
@@ -491,12 +503,12 @@ def private_schema(
     quantiles = _quantiles(config)
     target = dataset.target
     features = [name for name in frame.columns if name != target]
-    sigma, tail = schema_noise(budget, config)
-    sensitivity = math.sqrt(HISTOGRAMS_PER_FEATURE * len(features) + 1)
-    std = sigma * sensitivity
     # One row holds one value per column: the keys it alone may hold.
     selected = sum(1 for name in [*features, target] if name not in config.candidates)
-    threshold = gaussian_threshold(std, tail, selected, budget.epsilon)
+    sigma, tail = schema_noise(budget, config, selected)
+    sensitivity = math.sqrt(HISTOGRAMS_PER_FEATURE * len(features) + 1)
+    std = sigma * sensitivity
+    threshold = gaussian_threshold(std, tail, selected, budget.epsilon) if selected else 0.0
     releases = [
         Release(
             SCHEMA_COUNTS,
@@ -514,14 +526,19 @@ def private_schema(
                 "threshold": threshold,
             },
         ),
-        Release(
-            SCHEMA_NEW_VALUES,
-            "approximate",
-            epsilon=0.0,
-            delta=tail,
-            details={"keys_per_row": selected, "epsilon_bound": budget.epsilon},
-        ),
     ]
+    if selected:
+        releases.append(
+            Release(
+                SCHEMA_NEW_VALUES,
+                "approximate",
+                epsilon=0.0,
+                delta=tail,
+                # The threshold's e^-epsilon assumes the run's epsilon is at most this: the
+                # ledger refuses the release otherwise (PrivacyLedger.record).
+                details={"keys_per_row": selected, "epsilon_bound": budget.epsilon},
+            )
+        )
     if pay is not None:
         pay(releases)
     counts = noisy_counts(frame, features, target, config, std, threshold, rng)
@@ -560,7 +577,7 @@ def private_schema(
     ordered = [specs[n] for n in frame.columns if n in specs]
     schema = SchemaRelease(Schema.from_specs(ordered), releases, dropped=dropped)
     schema.epsilon = config.epsilon_fraction * budget.epsilon
-    schema.delta = tail
+    schema.delta = budget.delta  # on its own: the Gaussian draws at delta - tail, and the tail
     schema.one_vs_rest = positive if collapsed else None
     schema.positive = str(positive) if collapsed else positive
     return frame, schema

@@ -24,7 +24,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from rdpgan.privacy.mechanisms import _checks
-from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
+from rdpgan.privacy.mechanisms.gaussian import snap_grid
 
 
 def gaussian_threshold(std: float, delta: float, keys_per_row: int, epsilon: float) -> float:
@@ -41,12 +41,19 @@ def gaussian_partitions(
     counts: Mapping[Hashable, float], std: float, threshold: float, rng: np.random.Generator
 ) -> dict[Hashable, float]:
     """The keys whose count plus N(0, ``std``^2) clears ``threshold``, with those noisy counts
-    (rounded like every Gaussian release, :func:`noisy_histogram`). ``counts`` holds only keys
-    that occur (count >= 1)."""
+    (rounded like every Gaussian release, :func:`~rdpgan.privacy.mechanisms.gaussian.snap_grid`).
+    ``counts`` holds only keys that occur (count >= 1)."""
     keys = sorted(counts, key=str)  # a fixed order, so a seeded run is reproducible
     if any(counts[k] < 1 for k in keys):
         raise ValueError("counts must hold only keys that occur")
     if not keys:
         return {}
-    noisy = noisy_histogram(np.array([counts[k] for k in keys], dtype=float), std, rng)
-    return {k: float(c) for k, c in zip(keys, noisy, strict=True) if c >= threshold}
+    # The threshold is applied before the rounding every Gaussian release gets: rounded first,
+    # a count just below it could round up across it, more often than the tail allows.
+    noisy = np.array([counts[k] for k in keys], dtype=float) + rng.normal(0.0, std, len(keys))
+    grid = snap_grid(std)
+    return {
+        k: float(np.round(c / grid) * grid)
+        for k, c in zip(keys, noisy, strict=True)
+        if c >= threshold
+    }
