@@ -38,7 +38,7 @@ from rdpgan.data.discretize import joint_counts, table_sizes
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism
-from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
+from rdpgan.privacy.mechanisms.gaussian import noisy_histogram, noisy_tables
 from rdpgan.privacy.mechanisms.tree import DENSITY_LEVELS, level_counts, tree_density
 from rdpgan.transform import TableTransformer
 
@@ -379,13 +379,7 @@ def _noisy_tables(
     tables: list[np.ndarray], std: float, rng: np.random.Generator
 ) -> list[tuple[np.ndarray, float]]:
     """Each table plus N(0, std^2) per cell (one draw for all), with ``std``."""
-    flat = np.concatenate([t.ravel() for t in tables])
-    noisy = noisy_histogram(flat, std, rng)
-    splits = np.cumsum([t.size for t in tables])[:-1]
-    return [
-        (part.reshape(t.shape), std)
-        for part, t in zip(np.split(noisy, splits), tables, strict=True)
-    ]
+    return [(noisy, std) for noisy in noisy_tables(tables, std, rng)]
 
 
 def reserve_adaptive_pairs(

@@ -51,7 +51,7 @@ from rdpgan.data.target import (
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
 from rdpgan.privacy.ledger import Release
-from rdpgan.privacy.mechanisms.gaussian import noisy_histogram
+from rdpgan.privacy.mechanisms.gaussian import noisy_tables
 from rdpgan.privacy.mechanisms.partition import gaussian_partitions, gaussian_threshold
 from rdpgan.privacy.mechanisms.tree import DENSITY_LEVELS, level_counts, tree_density
 
@@ -223,7 +223,6 @@ class Counts:
     profiles: dict[str, Profile]
     bands: dict[str, np.ndarray]
     levels: dict[str, dict[Any, float]]
-    std: float
 
 
 def noisy_counts(
@@ -250,14 +249,10 @@ def noisy_counts(
             dense.append((name, "candidates", candidate_counts(series, config.candidates[name])))
         else:
             sparse.update({(name, v): c for v, c in value_counts(series).items()})
-    flat = np.concatenate([counts for *_, counts in dense]) if dense else np.zeros(0)
-    noisy = noisy_histogram(flat, std, rng) if len(flat) else flat
+    noisy = noisy_tables([counts for *_, counts in dense], std, rng) if dense else []
     kept = gaussian_partitions(sparse, std, threshold, rng)
-    out = Counts({}, {}, {name: {} for name in [*features, target]}, std)
-    start = 0
-    for name, part, counts in dense:
-        values = noisy[start : start + len(counts)]
-        start += len(counts)
+    out = Counts({}, {}, {name: {} for name in [*features, target]})
+    for (name, part, _), values in zip(dense, noisy, strict=True):
         if part == "profile":
             out.profiles[name] = Profile(*map(float, values))
         elif part == "bands":
@@ -356,9 +351,7 @@ def numeric_bounds(
         )
     ]
     std = noise_multiplier * math.sqrt(DENSITY_LEVELS * len(ranges))
-    flat = noisy_histogram(np.concatenate(tables), std, rng)
-    splits = np.cumsum([len(t) for t in tables])[:-1]
-    noisy = np.split(flat, splits)
+    noisy = noisy_tables(tables, std, rng)
     bounds = {}
     for k, (name, (lo, hi)) in enumerate(ranges.items()):
         # Cells below the noise floor read as empty: the clipped noise of empty cells would

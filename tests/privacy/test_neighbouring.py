@@ -652,7 +652,7 @@ class SchemaQueries:
         self.calls: list[tuple[str, object, float]] = []
         self.outputs: list[object] = []
         self.replay = replay
-        for name in ("noisy_histogram", "gaussian_partitions"):
+        for name in ("noisy_tables", "gaussian_partitions"):
             monkeypatch.setattr(private_schema_module, name, getattr(self, name))
 
     def _answer(self, noiseless: object) -> object:
@@ -660,10 +660,11 @@ class SchemaQueries:
         self.outputs.append(out)
         return out
 
-    def noisy_histogram(self, counts, std, rng):
-        counts = np.asarray(counts, dtype=float)
+    def noisy_tables(self, tables, std, rng):
+        counts = np.concatenate([np.asarray(t, dtype=float).ravel() for t in tables])
         self.calls.append(("dense", counts, std))
-        return self._answer(counts)
+        answer = self._answer(counts)
+        return np.split(answer, np.cumsum([np.size(t) for t in tables])[:-1])
 
     def gaussian_partitions(self, counts, std, threshold, rng):
         self.calls.append(("sparse", dict(counts), std))

@@ -56,6 +56,16 @@ def noisy_histogram(
     return np.round(noisy / grid) * grid
 
 
+def noisy_tables(
+    tables: list[np.ndarray], std: float, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Each table plus N(0, ``std``^2) per cell, in one :func:`noisy_histogram` draw over them
+    all (stacked, as one release of several histograms is), split back into their shapes."""
+    noisy = noisy_histogram(np.concatenate([t.ravel() for t in tables]), std, rng)
+    splits = np.cumsum([t.size for t in tables])[:-1]
+    return [part.reshape(t.shape) for part, t in zip(np.split(noisy, splits), tables, strict=True)]
+
+
 def gaussian_delta(sigma: float, sensitivity: float, epsilon: float) -> float:
     """The exact delta at which N(0, sigma^2) noise is epsilon-DP (Balle & Wang 2018, Thm 8).
 
