@@ -75,7 +75,8 @@ class SchemaConfig:
     name: str = "declared"
     source: str = "declared"
     file: str | None = None
-    epsilon_fraction: float = 0.1
+    # private: share of epsilon (None: chosen from the number of columns, 5-30%).
+    epsilon_fraction: float | None = None
     # private: share of delta for the tail of partition selection (values found without candidates).
     delta_fraction: float = 0.1
     # Column -> continuous | categorical: public, overriding the released (or dtype) kind.

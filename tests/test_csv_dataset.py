@@ -19,7 +19,14 @@ from rdpgan.data.target import one_vs_rest
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
-from rdpgan.privacy.private_schema import SchemaBudget, private_schema
+from rdpgan.privacy.mechanisms.partition import tail_cost
+from rdpgan.privacy.private_schema import (
+    COUNT_STD_GOAL,
+    SHARE_RANGE,
+    SchemaBudget,
+    private_schema,
+    schema_noise,
+)
 from rdpgan.runs import load_run_tables, release_run_tables
 from tests.conftest import FAST, train_cli
 
@@ -67,6 +74,7 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
         tmp_path,
         *csv_args(messy_csv, "schema=private", "+schema.candidates.city=[Paris,Lyon,Nice,Rome]"),
         "schema.drop=[row_id]",
+        "schema.epsilon_fraction=0.1",
         "epsilon=4",
         "privacy.noise_seed=0",
     )
@@ -77,8 +85,9 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
     schema_release, tail = mechanisms["schema"], mechanisms["schema_new_values"]
     assert schema_release["kind"] == "gaussian"  # composed by the accountant with the rest
     assert schema_release["epsilon_alone"] == pytest.approx(0.4, rel=0.01)
-    assert (tail["kind"], tail["epsilon"]) == ("approximate", 0.0)
-    assert tail["delta"] == pytest.approx(1e-6)
+    # The new values' tail: delta one way, ln(1 / (1 - delta)) the other (partition.tail_cost).
+    assert tail["kind"] == "approximate"
+    assert tail["delta"] == pytest.approx(1e-6) and tail["epsilon"] == pytest.approx(1e-6)
     assert ledger["notes"] == [SEEDED_NOTE] and ledger["epsilon_spent"] <= 4.0
     assert ledger["epsilon_spent"] > 0.4  # DP-SGD and the label counts were charged on top
     assert recompute_epsilon(ledger) == pytest.approx(ledger["epsilon_spent"], abs=1e-9)
@@ -142,10 +151,12 @@ def test_a_run_that_fails_after_its_private_schema_keeps_the_ledger(tmp_path, me
 def test_a_run_refused_by_its_released_schema_keeps_the_ledger(tmp_path, messy_csv):
     """With no positive label named, at ε=2 fewer than two classes of the target clear the
     noise: the refusal is read off released values, so the schema's cost stays recorded
-    although no schema came out. At ε=0.3 the schema's share cannot be certified at all: that
-    is refused before any noise, and nothing is spent."""
+    although no schema came out. A share of 0.001 cannot be certified at all: that is refused
+    before any noise, and nothing is spent."""
     base = [*csv_args(messy_csv, "schema=private"), "schema.drop=[row_id]"]
-    result = train_cli(tmp_path, *base, "dataset.positive_label=null", "epsilon=2")
+    result = train_cli(
+        tmp_path, *base, "dataset.positive_label=null", "epsilon=2", "schema.epsilon_fraction=0.1"
+    )
     errors = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(errors) == 1, errors
     assert "released classes" in errors[0]
@@ -156,7 +167,7 @@ def test_a_run_refused_by_its_released_schema_keeps_the_ledger(tmp_path, messy_c
     assert [m["name"] for m in ledger["mechanisms"]] == ["schema", "schema_new_values"]
     assert ledger["epsilon_spent"] == pytest.approx(0.2, rel=0.01)
     (tmp_path / "small").mkdir()
-    small = train_cli(tmp_path / "small", *base, "epsilon=0.3")
+    small = train_cli(tmp_path / "small", *base, "epsilon=0.1", "schema.epsilon_fraction=0.01")
     assert small.returncode == 2 and "schema=private: no noise multiplier" in small.stderr
     assert not (tmp_path / "small" / "run" / "privacy.json").exists()
 
@@ -285,17 +296,37 @@ def test_private_schema_costs_its_share_alone_and_declares_missing_everywhere():
     frame = pd.DataFrame(
         {"x": np.arange(600.0) + 0.5, "c": ["a", "b"] * 300, "y": ["p", "q"] * 300}
     )
-    _, release = private(frame, 8.0, candidates={"c": ["a", "b", "z"]})
+    _, release = private(frame, 8.0, candidates={"c": ["a", "b", "z"]}, epsilon_fraction=0.1)
     counts, tail = release.releases
     assert (counts.kind, counts.sample_rate, counts.steps) == ("gaussian", 1.0, 2)
     assert counts.details["sensitivity"] == pytest.approx(math.sqrt(3 * 2 + 1))
     alone = accountants.epsilon("rdp", [counts.triple()], 1e-5 - tail.delta)
-    assert 0.8 * 0.99 <= alone <= 0.8 + 1e-9  # calibrated to its 10% of epsilon, no more
-    assert (tail.kind, tail.epsilon, tail.delta) == ("approximate", 0.0, pytest.approx(1e-6))
-    assert (release.epsilon, release.delta) == (pytest.approx(0.8), pytest.approx(1e-5))
+    assert (tail.kind, tail.epsilon, tail.delta) == ("approximate", *[pytest.approx(1e-6)] * 2)
+    # Calibrated to its 10% of epsilon with the tail's, no more.
+    assert 0.8 * 0.99 <= alone + tail.epsilon <= 0.8 + 1e-9
+    assert (release.epsilon, release.delta) == (pytest.approx(0.8, rel=1e-3), pytest.approx(1e-5))
     assert release.schema["c"].levels == ("a", "b") and release.schema["c"].unlisted_as_missing
     assert release.schema["x"].missing and not release.schema["x"].integer
     assert release.schema["y"].levels == ("p", "q")
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 2.0, 8.0])
+def test_the_schema_share_follows_the_columns_within_its_range(epsilon):
+    """Unset, the schema's share makes the counts' noise std COUNT_STD_GOAL rows, within
+    SHARE_RANGE: a wider table takes more, never outside the range, and small epsilons (which
+    RDP at orders up to 63 could not certify for two steps) are calibrated too."""
+    budget, shares = SchemaBudget(epsilon, 1e-5), []
+    for features in (3, 12, 55, 400):
+        sigma, tail = schema_noise(budget, SchemaConfig(), features, features + 1)
+        alone = accountants.epsilon("rdp", [(sigma, 1.0, 2)], 1e-5 - tail) + tail_cost(tail)[0]
+        share = alone / epsilon
+        assert SHARE_RANGE[0] * 0.99 <= share <= SHARE_RANGE[1] + 1e-9
+        std = sigma * math.sqrt(3 * features + 1)
+        inside = SHARE_RANGE[0] * 1.01 < share < SHARE_RANGE[1] * 0.99
+        assert std == pytest.approx(COUNT_STD_GOAL) if inside else True
+        shares.append(share)
+    assert shares == sorted(shares)
+    assert shares[0] < shares[-1] if epsilon == 8.0 else shares[0] == pytest.approx(shares[-1])
 
 
 def test_private_bounds_never_cross_and_duplicate_candidates_are_refused_before_noise():

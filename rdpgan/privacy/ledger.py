@@ -188,15 +188,7 @@ class PrivacyLedger:
         return gaussian + self.basic_epsilon()
 
     def record(self, release: Release) -> Release:
-        """Add a release already made (e.g. the label histogram). A release whose delta was
-        bounded for runs of epsilon at most ``epsilon_bound`` (partition selection's tail) is
-        refused by a ledger whose target is larger: its delta would be understated."""
-        bound = release.details.get("epsilon_bound")
-        if self.private and bound is not None and self.epsilon_target > bound:
-            raise UserInputError(
-                f"the {release.name} release was bounded for epsilon <= {bound:g}, not "
-                f"{self.epsilon_target:g}: release it again with this run's epsilon"
-            )
+        """Add a release already made (e.g. the label histogram)."""
         self.releases.append(release)
         if self.private and (self.accountant_delta <= 0 or self.epsilon() > self.epsilon_target):
             self.releases.pop()

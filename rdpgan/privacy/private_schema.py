@@ -52,7 +52,11 @@ from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
 from rdpgan.privacy.ledger import Release
 from rdpgan.privacy.mechanisms.gaussian import noisy_tables
-from rdpgan.privacy.mechanisms.partition import gaussian_partitions, gaussian_threshold
+from rdpgan.privacy.mechanisms.partition import (
+    gaussian_partitions,
+    gaussian_threshold,
+    tail_cost,
+)
 from rdpgan.privacy.mechanisms.tree import DENSITY_LEVELS, level_counts, tree_density
 
 SCHEMA_COUNTS = "schema"
@@ -86,6 +90,14 @@ BOUND_MARGIN = 0.02
 # A numeric column's bounds are found on a log scale where its bands span more than this ratio
 # (all positive): a census income's 1st percentile is then not lost in one linear cell.
 LOG_SPAN = 4.0
+# The schema's share of epsilon when ``schema.epsilon_fraction`` is not set: what makes the
+# counts' noise std COUNT_STD_GOAL rows (so a value held by 5% of a 2,000-row table clears
+# partition selection's threshold), within SHARE_RANGE. The noise std grows with the square
+# root of the columns, so a wide table takes a larger share. The rows cannot steer it: they are
+# private, and a share chosen from a released row count would make the run's later noise
+# depend on a release, which the accountant's composition does not cover.
+COUNT_STD_GOAL = 20.0
+SHARE_RANGE = (0.05, 0.3)
 
 
 @dataclass
@@ -135,6 +147,12 @@ class SchemaBudget:
     epsilon: float
     delta: float
     accountant: str = "rdp"
+
+    @property
+    def noise_accountant(self) -> str:
+        """The accountant that sets the schema's noise: a run without privacy draws it all
+        the same, calibrated by RDP (nothing is recorded)."""
+        return self.accountant if self.accountant != "none" else "rdp"
 
 
 def value_profile(series: pd.Series) -> np.ndarray:
@@ -454,27 +472,41 @@ def _check_private_settings(config: SchemaConfig) -> None:
         # value) is a settings error, found before anything is paid.
         Categorical(name, tuple(candidates), missing=True, unlisted_as_missing=True)
     for name in ("epsilon_fraction", "delta_fraction"):
-        if not 0.0 < getattr(config, name) < 1.0:
+        value = getattr(config, name)
+        if value is not None and not 0.0 < value < 1.0:
             raise UserInputError(f"schema.{name} must be in (0, 1)")
 
 
-def schema_noise(budget: SchemaBudget, config: SchemaConfig, selected: int) -> tuple[float, float]:
-    """(noise multiplier of both releases, delta of the threshold's tail): the two Gaussian
-    releases cost ``epsilon_fraction`` of epsilon on their own, at the delta the accountant is
-    left once the tail has taken ``delta_fraction`` (none when no column is ``selected`` by
-    partition selection: every one has candidates). Without privacy the RDP accountant's
-    calibration is used (the noise is drawn all the same; nothing is recorded)."""
+def schema_noise(
+    budget: SchemaBudget, config: SchemaConfig, features: int, selected: int
+) -> tuple[float, float]:
+    """(noise multiplier of both releases, delta of the threshold's tail).
+
+    The two Gaussian releases cost ``epsilon_fraction`` of epsilon on their own (with the
+    tail's epsilon), at the delta the accountant is left once the tail has taken
+    ``delta_fraction`` (no tail when no column is ``selected`` by partition selection: every
+    one has candidates). Without ``epsilon_fraction``, the share is chosen from the number of
+    ``features`` (see :data:`COUNT_STD_GOAL`). Without privacy the RDP accountant's calibration
+    is used."""
     tail = config.delta_fraction * budget.delta if selected else 0.0
-    accountant = budget.accountant if budget.accountant != "none" else "rdp"
-    try:
-        sigma = accountants.calibrate_noise_multiplier(
-            accountant, [], 1.0, 2, config.epsilon_fraction * budget.epsilon, budget.delta - tail
-        )
-    except ValueError as exc:
-        raise UserInputError(
-            f"schema=private: {exc} (raise epsilon or schema.epsilon_fraction)"
-        ) from exc
-    return sigma, tail
+    tail_epsilon = tail_cost(tail)[0]
+
+    def calibrated(share: float) -> float:
+        target = share * budget.epsilon - tail_epsilon
+        try:
+            return accountants.calibrate_noise_multiplier(
+                budget.noise_accountant, [], 1.0, 2, target, budget.delta - tail
+            )
+        except ValueError as exc:
+            raise UserInputError(
+                f"schema=private: {exc} (raise epsilon or schema.epsilon_fraction)"
+            ) from exc
+
+    if config.epsilon_fraction is not None:
+        return calibrated(config.epsilon_fraction), tail
+    goal = COUNT_STD_GOAL / math.sqrt(HISTOGRAMS_PER_FEATURE * features + 1)
+    least, most = (calibrated(share) for share in reversed(SHARE_RANGE))
+    return min(max(goal, least), most), tail
 
 
 def private_schema(
@@ -498,10 +530,10 @@ def private_schema(
     features = [name for name in frame.columns if name != target]
     # One row holds one value per column: the keys it alone may hold.
     selected = sum(1 for name in [*features, target] if name not in config.candidates)
-    sigma, tail = schema_noise(budget, config, selected)
+    sigma, tail = schema_noise(budget, config, len(features), selected)
     sensitivity = math.sqrt(HISTOGRAMS_PER_FEATURE * len(features) + 1)
     std = sigma * sensitivity
-    threshold = gaussian_threshold(std, tail, selected, budget.epsilon) if selected else 0.0
+    threshold = gaussian_threshold(std, tail, selected) if selected else 0.0
     releases = [
         Release(
             SCHEMA_COUNTS,
@@ -521,15 +553,14 @@ def private_schema(
         ),
     ]
     if selected:
+        tail_epsilon, tail_delta = tail_cost(tail)
         releases.append(
             Release(
                 SCHEMA_NEW_VALUES,
                 "approximate",
-                epsilon=0.0,
-                delta=tail,
-                # The threshold's e^-epsilon assumes the run's epsilon is at most this: the
-                # ledger refuses the release otherwise (PrivacyLedger.record).
-                details={"keys_per_row": selected, "epsilon_bound": budget.epsilon},
+                epsilon=tail_epsilon,
+                delta=tail_delta,
+                details={"keys_per_row": selected},
             )
         )
     if pay is not None:
@@ -569,7 +600,8 @@ def private_schema(
     )
     ordered = [specs[n] for n in frame.columns if n in specs]
     schema = SchemaRelease(Schema.from_specs(ordered), releases, dropped=dropped)
-    schema.epsilon = config.epsilon_fraction * budget.epsilon
+    gaussian = accountants.epsilon(budget.noise_accountant, [(sigma, 1.0, 2)], budget.delta - tail)
+    schema.epsilon = gaussian + sum(r.epsilon for r in releases if r.kind == "approximate")
     schema.delta = budget.delta  # on its own: the Gaussian draws at delta - tail, and the tail
     schema.one_vs_rest = positive if collapsed else None
     schema.positive = str(positive) if collapsed else positive

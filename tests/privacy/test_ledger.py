@@ -201,13 +201,3 @@ def test_an_approximate_release_that_leaves_no_delta_is_refused():
     with pytest.raises(BudgetExhausted, match="delta"):
         ledger.record(Release("schema", "approximate", epsilon=0.1, delta=1e-5))
     assert not ledger.releases
-
-
-def test_a_tail_bounded_for_a_smaller_epsilon_is_refused():
-    """Partition selection's delta holds for runs of epsilon up to its ``epsilon_bound``: a
-    ledger with a larger target would understate it, so it refuses the release."""
-    tail = Release("schema_new_values", "approximate", epsilon=0.0, delta=1e-6)
-    tail.details["epsilon_bound"] = 4.0
-    PrivacyLedger(4.0, 1e-5, "rdp").record(tail)
-    with pytest.raises(UserInputError, match="bounded for epsilon <= 4"):
-        PrivacyLedger(8.0, 1e-5, "rdp").record(tail)

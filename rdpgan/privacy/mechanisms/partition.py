@@ -8,11 +8,12 @@ caller declares the L2 sensitivity of the whole release and the ledger composes 
 only by the added row has count 1 and would be released with probability
 P(1 + N(0, std^2) >= threshold): those events are what the threshold bounds.
 
-Why the bound is taken e^epsilon times smaller: a run that never releases a new key is the
-Gaussian mechanism on the shared keys (plus what follows, adaptively), so
-P[A(D) in S] <= e^eps (P[A(D') in S] + P[a new key clears]) + delta_gaussian in the removal
-direction, and the same without the factor in the other one. Recording
-e^eps_target × P[a new key clears] as the release's delta covers both.
+The new keys are a mechanism of their own, on draws of their own: on the table without the
+row it releases nothing, on the table with it something with probability at most p (the
+threshold's tail, summed over the keys the row alone may hold). So
+P[with in S] <= P[without in S] + p, and P[without in S] = 1{nothing in S} <= P[with in S] /
+(1 - p): it is (ln(1/(1 - p)), p)-DP in both directions, whatever the run's epsilon
+(:func:`tail_cost`), composed with the rest by addition.
 """
 
 from __future__ import annotations
@@ -27,14 +28,18 @@ from rdpgan.privacy.mechanisms import _checks
 from rdpgan.privacy.mechanisms.gaussian import snap_grid
 
 
-def gaussian_threshold(std: float, delta: float, keys_per_row: int, epsilon: float) -> float:
+def gaussian_threshold(std: float, delta: float, keys_per_row: int) -> float:
     """The noisy count a key must reach so that the (at most ``keys_per_row``) keys one row
-    alone holds clear it with probability at most ``delta`` × e^-``epsilon`` in all (a union
-    bound over them)."""
+    alone holds clear it with probability at most ``delta`` in all (a union bound over them)."""
     std = _checks.positive("std", std)
     delta = _checks.probability("delta", delta)
-    tail = delta * math.exp(-epsilon) / max(keys_per_row, 1)
-    return 1.0 + std * float(-ndtri(tail))
+    return 1.0 + std * float(-ndtri(delta / max(keys_per_row, 1)))
+
+
+def tail_cost(delta: float) -> tuple[float, float]:
+    """(epsilon, delta) of the new keys' release when they clear the threshold with
+    probability at most ``delta`` (see the module docstring)."""
+    return -math.log1p(-delta), delta
 
 
 def gaussian_partitions(
