@@ -38,6 +38,12 @@ class ColumnSpec:
     # missing instead of being an error: schemas released privately keep only the levels common
     # enough to survive the noise, and cannot promise that every cell of a column parses.
     unlisted_as_missing: bool = False
+    # Continuous: how the input spelled a missing value (e.g. "N", "NA"): such cells read as
+    # missing, and missing values are written back so.
+    missing_as: str | None = None
+    # Categorical: the level every unlisted value reads as (a released schema's catch-all for
+    # the values too rare to be released), instead of an error or missing.
+    other: str | None = None
 
 
 @dataclass

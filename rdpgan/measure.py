@@ -105,8 +105,8 @@ def marginal_noise(ledger: PrivacyLedger) -> float:
 
 def affordable(ledger: PrivacyLedger, epsilon: float) -> bool:
     """Whether the accountant can certify one Gaussian release costing ``epsilon`` on its own
-    (always, without privacy): the RDP accountant's orders stop at 63 and the moments one's
-    at 32, so below about 0.11 and 0.36 (at delta 1e-5) no noise is enough."""
+    (always, without privacy): the RDP accountant's orders stop at 1,024 and the moments
+    one's at 32, so below about 0.005 and 0.36 (at delta 1e-5) no noise is enough."""
     if not ledger.private:
         return True
     try:

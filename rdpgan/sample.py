@@ -128,10 +128,17 @@ def load_model(run_dir: Path) -> DPCGAN:
     return DPCGAN.load(run_dir)
 
 
-def arrow_schema(schema: Schema) -> pa.Schema:
+def arrow_schema(schema: Schema, spelled: bool = False) -> pa.Schema:
     """Declared up front from the schema: a chunk whose column is all missing would otherwise
-    infer a null type that does not match the file's first chunk."""
-    return pa.schema([(name, ARROW_TYPES[dtype]) for name, dtype in schema.dtypes().items()])
+    infer a null type that does not match the file's first chunk. ``spelled``: the columns
+    whose missing values are written as a token are text."""
+    tokens = schema.spelled_missing if spelled else {}
+    return pa.schema(
+        [
+            (name, pa.string() if name in tokens else ARROW_TYPES[dtype])
+            for name, dtype in schema.dtypes().items()
+        ]
+    )
 
 
 def write_csv(path: Path, tables: Iterable[pa.Table], schema: pa.Schema) -> None:
@@ -183,7 +190,9 @@ def write_samples(
     n = model.released_rows if n is None else n
     if label is not None:
         label = resolve_label(model.transformer.label_column, label)
-    arrow = arrow_schema(model.transformer.schema)
+    schema = model.transformer.schema
+    spelled = writer is write_csv  # a token in a typed file would turn numbers into text
+    arrow = arrow_schema(schema, spelled)
     tables = iter_samples(
         model,
         n,
@@ -192,6 +201,8 @@ def write_samples(
         chunk_size,
         workers,
     )
+    if spelled:
+        tables = (schema.spelled_arrow(table) for table in tables)
     tables = (table.cast(arrow) for table in tables)  # a no-op unless a chunk's types differ
     try:
         atomic_write(out, lambda tmp: writer(tmp, tables, arrow))

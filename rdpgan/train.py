@@ -191,7 +191,9 @@ def finish(
             atomic_write(out / "test.csv", lambda tmp: test_rows.to_csv(tmp, index=False))
         model.save(out)
         write_json(out / "metrics.json", model.metrics)
-        atomic_write(out / "synthetic.csv", lambda tmp: synthetic.to_csv(tmp, index=False))
+        assert model.transformer is not None
+        written = model.transformer.schema.spelled(synthetic)
+        atomic_write(out / "synthetic.csv", lambda tmp: written.to_csv(tmp, index=False))
 
     writing(out, write_all)
     assert model.ledger is not None

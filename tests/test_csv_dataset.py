@@ -15,6 +15,7 @@ from rdpgan.cli import compose_run_config, read_run_config
 from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.data import loading
 from rdpgan.data.loading import inferred_schema, load_tables, resolve_schema
+from rdpgan.data.schema import Schema
 from rdpgan.data.target import one_vs_rest
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
@@ -22,13 +23,18 @@ from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 from rdpgan.privacy.mechanisms.partition import tail_cost
 from rdpgan.privacy.private_schema import (
     COUNT_STD_GOAL,
+    OTHER,
     SHARE_RANGE,
+    Profile,
     SchemaBudget,
+    column_kind,
+    levels_spec,
+    missing_spelling,
     private_schema,
     schema_noise,
 )
 from rdpgan.runs import load_run_tables, release_run_tables
-from tests.conftest import FAST, train_cli
+from tests.conftest import FAST, run_cli, train_cli
 
 TINY = [*FAST, "train.steps=4", "sample.n=50"]
 
@@ -94,22 +100,26 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
     costs = [m["epsilon_alone"] for m in ledger["mechanisms"] if m is not tail]  # each release
     assert all(c > 0 for c in costs) and sum(costs) >= ledger["epsilon_spent"]
     columns = {c["name"]: c for c in read(run, "model.json")["schema"]}
-    assert "row_id" not in columns and "constant" not in columns
-    assert set(columns["city"]["levels"]) <= {"Paris", "Lyon", "Nice", "Rome"}
+    assert "row_id" not in columns
+    # The constant's one value clears the threshold; what its released count leaves of the rows
+    # is noise, which clears OTHER_NOISE stds about 1 time in 6, as it does at this seed: the
+    # column keeps a catch-all level few rows will hold rather than being dropped.
+    assert columns["constant"]["levels"] == ["x", "(other)"]
+    assert columns["constant"]["other"] == "(other)"
+    # Candidates only, and the rows of those below the noise floor as one more level.
+    assert set(columns["city"]["levels"]) <= {"Paris", "Lyon", "Nice", "Rome", "(other)"}
     assert columns["grade"]["levels"] == ["A", "not A"]  # one-vs-rest
     assert columns["age"]["kind"] == "continuous" and columns["age"]["integer"]
     # One line on the console for the whole schema, the details in schema.yaml.
     summaries = [line for line in result.stdout.splitlines() if "schema:" in line]
     assert len(summaries) == 1, result.stdout
     summary = summaries[0]
-    assert summary.startswith(
-        f"released schema: 2 categorical, 2 numeric, 1 dropped (constant: {DROPPED_FEW_LEVELS})"
-    )
+    assert summary.startswith("released schema: 3 categorical, 2 numeric, 0 dropped; epsilon")
     assert (run / "PRIVACY_WARNING.txt").read_text() == SEEDED_NOTE + "\n"  # and nothing else
     synthetic = pd.read_csv(run / "synthetic.csv")
     assert set(synthetic["grade"]) <= {"A", "not A"}
     written = yaml.safe_load((run / "schema.yaml").read_text())
-    assert written["dropped"] == {"constant": DROPPED_FEW_LEVELS}
+    assert written["dropped"] == {}
 
     # Resume, evaluation and the report read the released schema back: nothing is released twice.
     assert [c["name"] for c in written["columns"]] == list(columns)
@@ -279,9 +289,10 @@ def test_released_bounds_come_back_in_the_columns_own_neighbourhood(values, low,
         _, release = private(frame, 8.0, seed)
         column = release.schema["x"]
         assert low <= column.lo < column.hi <= high, (column.lo, column.hi)
-        # ... and hold nearly all the values: the quantiles are the 1st and 99th percentiles.
+        # ... and hold nearly all the values: the quantiles are the 1st and 99th percentiles,
+        # moved in past the tree's noise (private_schema.TAIL_CELLS; 4% at this noise).
         inside = ((values >= column.lo) & (values <= column.hi)).mean()
-        assert inside >= 0.96
+        assert inside >= 0.9
 
 
 def private(frame, epsilon, seed=0, delta=1e-5, **schema):
@@ -444,3 +455,117 @@ def test_a_reused_one_vs_rest_schema_needs_its_positive_label(tmp_path):
         dataset, config, None, SchemaBudget(8.0, 1e-5), np.random.default_rng(0)
     )
     assert set(train["y"]) == {"p", "not p"}
+
+
+def test_missing_tokens_are_read_as_missing_and_written_back_as_the_input_spelled_them(tmp_path):
+    """A census-like "N" in a numeric column: numeric, "N" missing, and the synthetic CSV (of
+    the run, and of `rdpgan.sample`) spells missing values "N" again; a 1/2 code is
+    categorical over its two values. The run's schema.yaml reads the file back for free."""
+    corpus = Path(__file__).resolve().parent / "bad_inputs" / "csv"
+    base = [
+        "dataset=csv",
+        f"dataset.path={corpus / 'tokens_and_codes.csv'}",
+        "dataset.target=label",
+        *TINY,
+        "sample.n=400",
+        "epsilon=50",
+    ]
+    # 240 training rows: "N" (~40) clears the threshold at most draws, not all; a fixed draw.
+    result = train_cli(tmp_path, *base, "schema=private", "privacy.noise_seed=0")
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "run"
+    columns = {c["name"]: c for c in yaml.safe_load((run / "schema.yaml").read_text())["columns"]}
+    assert (columns["income"]["kind"], columns["income"]["missing_as"]) == ("continuous", "N")
+    assert columns["code"]["levels"] == ["1", "2"]
+    sampled = tmp_path / "sampled.csv"
+    written = run_cli("sample", [f"run_dir={run}", f"out={sampled}", "n=400"], cwd=tmp_path)
+    assert written.returncode == 0, written.stderr
+    for path in (run / "synthetic.csv", sampled):
+        income = pd.read_csv(path, dtype=str, keep_default_na=False)["income"]
+        assert "" not in set(income) and "N" in set(income), path  # ~1 row in 6
+        assert pd.to_numeric(income[income != "N"]).between(20, 29).mean() > 0.9
+    (tmp_path / "again").mkdir()
+    again = train_cli(tmp_path / "again", *base, f"schema.file={run / 'schema.yaml'}")
+    assert again.returncode == 0, again.stderr
+
+
+def test_the_kind_of_a_column_follows_its_released_profile_and_values():
+    """Post-processing only: numbers with a few released text tokens are numeric, an integer
+    column with few values holding nearly all its numbers is a code, anything else keeps its
+    profile's kind; a token outnumbering the blanks spells the missing values."""
+    numbers = Profile(missing=5, text=160, zero=0, integer=840, fraction=0)
+    assert column_kind(numbers, {"N": 158, "20": 80, "21": 90}) == "continuous"
+    assert column_kind(numbers, {"20": 80}) == "categorical"  # the text is not released
+    assert missing_spelling(numbers, {"N": 158, "20": 80}) == "N"
+    assert missing_spelling(Profile(300, 160, 0, 840, 0), {"N": 158}) is None  # blanks win
+    coded = Profile(missing=0, text=0, zero=0, integer=1000, fraction=0)
+    assert column_kind(coded, {"1": 480, "2": 510}) == "codes"
+    assert column_kind(coded, {"1": 480}) == "continuous"  # one released value: no code
+    assert column_kind(Profile(0, 0, 0, 500, 500), {"1": 480, "2": 510}) == "continuous"
+    many = {str(v): 1000 / 20 for v in range(20)}
+    assert column_kind(coded, many) == "continuous"  # more values than a code has
+    assert column_kind(Profile(0, 500, 0, 500, 0), {"a": 500}) == "categorical"
+
+
+def test_values_left_out_of_the_released_levels_get_a_level_of_their_own():
+    """A 93/7 flag whose rare value did not clear the threshold keeps a second level, OTHER;
+    a column whose released levels hold all its values gets none, and neither does one whose
+    left-out share is within the noise."""
+    config = SchemaConfig(source="private")
+    flag = levels_spec("flag", {"no": 930.0}, 1000.0, 20.0, config)
+    assert flag.levels == ["no", OTHER] and flag.other == OTHER and not flag.unlisted_as_missing
+    full = levels_spec("city", {"a": 600.0, "b": 400.0}, 1000.0, 20.0, config)
+    assert full.levels == ["a", "b"] and full.other is None and full.unlisted_as_missing
+    assert levels_spec("constant", {"x": 990.0}, 1000.0, 20.0, config) == DROPPED_FEW_LEVELS
+    column = Schema.from_specs([flag])["flag"]
+    codes = column.encode(pd.Series(["no", "yes", "maybe", None]))
+    assert column.decode(codes).tolist() == ["no", OTHER, OTHER, None]
+
+
+def test_a_multi_class_target_keeps_its_classes_and_scores_the_positive_one():
+    """Released with DP or declared, three classes stay three when the positive label names one
+    of them (G conditions on each; evaluation scores it against the rest). A positive label
+    the schema has no class for still makes the target that label vs the rest."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {"x": rng.integers(0, 50, 3000).astype(str), "y": rng.choice(["p", "q", "r"], 3000)}
+    )
+    config = SchemaConfig(source="private")
+    dataset = DatasetConfig(name="t", file="", target="y", positive_label="q")
+    rows, release = private_schema(
+        frame, dataset, config, SchemaBudget(8.0, 1e-5), np.random.default_rng(0)
+    )
+    assert release.schema["y"].levels == ("p", "q", "r") and release.positive == "q"
+    assert release.one_vs_rest is None and set(rows["y"]) == {"p", "q", "r"}
+    declared = Schema.from_specs(
+        [{"name": "x", "kind": "continuous", "lo": 0, "hi": 50}, {**CLASSES, "name": "y"}]
+    )
+    assert loading.target_column(frame, dataset, declared).levels == ("p", "q", "r")
+    elsewhere = DatasetConfig(name="t", file="", target="y", positive_label="s")
+    assert loading.target_column(frame, elsewhere, declared).levels == ("s", "not s")
+    unnamed = DatasetConfig(name="t", file="", target="y")
+    with pytest.raises(UserInputError, match="has 3 classes; set dataset.positive_label"):
+        loading.target_column(frame, unnamed, declared)
+
+
+CLASSES = {"kind": "categorical", "levels": ["p", "q", "r"]}
+
+
+def test_a_run_on_a_three_class_target_samples_all_three(tmp_path):
+    path = tmp_path / "three.csv"
+    rng = np.random.default_rng(1)
+    pd.DataFrame(
+        {"x": rng.normal(size=900).round(2), "y": rng.choice(["p", "q", "r"], 900)}
+    ).to_csv(path, index=False)
+    schema = tmp_path / "schema.yaml"
+    schema.write_text(
+        yaml.safe_dump(
+            [{"name": "x", "kind": "continuous", "lo": -4, "hi": 4}, {**CLASSES, "name": "y"}]
+        )
+    )
+    args = ["dataset=csv", f"dataset.path={path}", "dataset.target=y", *TINY, "sample.n=600"]
+    result = train_cli(tmp_path, *args, f"schema.file={schema}", "dataset.positive_label=r")
+    assert result.returncode == 0, result.stderr
+    synthetic = pd.read_csv(tmp_path / "run" / "synthetic.csv")
+    assert set(synthetic["y"]) == {"p", "q", "r"}
+    assert read(tmp_path / "run", "model.json")["positive_label"] == "r"

@@ -184,5 +184,7 @@ def test_a_cell_below_the_noise_is_split_evenly_not_by_its_noisy_halves():
 
 def test_numeric_densities_are_skipped_where_the_accountant_cannot_certify_them():
     private = PrivacyLedger(1.0, 1e-5, "rdp")
-    assert measure.affordable(private, 0.5) and not measure.affordable(private, 0.05)
+    assert measure.affordable(private, 0.05) and not measure.affordable(private, 0.002)
+    moments = PrivacyLedger(1.0, 1e-5, "moments")
+    assert measure.affordable(moments, 0.5) and not measure.affordable(moments, 0.2)
     assert measure.affordable(PrivacyLedger(1.0, 1e-5, "none"), 0.05)

@@ -31,6 +31,7 @@ from rdpgan.data.schema_file import declared_schema, dropped_by_file
 from rdpgan.data.split import split
 from rdpgan.data.target import (
     check_target,
+    class_key,
     classes_released,
     matching_class,
     one_vs_rest,
@@ -193,8 +194,10 @@ def _recorded_release(
 def target_column(
     frame: pd.DataFrame, dataset: DatasetConfig, declared: Schema | None
 ) -> Categorical:
-    """The target's public classes: declared, or read off the rows under ``unsafe_infer``;
-    collapsed to one-vs-rest around ``dataset.positive_label`` when there are more than two."""
+    """The target's public classes: declared, or read off the rows under ``unsafe_infer``.
+    More than two are kept when ``dataset.positive_label`` names one of them (evaluation scores
+    it against the rest); one it names that is no class makes the target that class vs the
+    rest."""
     target, positive = dataset.target, dataset.positive_label
     column = declared[target] if declared is not None else None
     if column is not None and not isinstance(column, Categorical):
@@ -212,12 +215,13 @@ def target_column(
                 f"dataset.positive_label={levels[0]}"
             )
         return column
-    if len(levels) > 2 and not (positive is not None and levels == one_vs_rest_classes(positive)):
-        if positive is None:
-            raise UserInputError(
-                f"target {target!r} has {len(levels)} classes; set dataset.positive_label=CLASS "
-                "to model CLASS vs the rest"
-            )
+    if len(levels) > 2 and positive is None:
+        raise UserInputError(
+            f"target {target!r} has {len(levels)} classes; set dataset.positive_label=CLASS "
+            "to score CLASS against the rest"
+        )
+    named = positive is None or any(class_key(c) == class_key(positive) for c in levels)
+    if len(levels) > 2 and not named:
         classes = tuple(one_vs_rest_classes(positive))
         return Categorical(target, classes, column.missing, column.unlisted_as_missing)
     return column

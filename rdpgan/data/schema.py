@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rdpgan.config import ColumnSpec
 from rdpgan.errors import UserInputError
@@ -54,10 +55,13 @@ class Continuous:
     missing: bool = False
     point_masses: tuple[float, ...] = ()
     unlisted_as_missing: bool = False  # a cell that is not a number reads as missing
+    missing_as: str | None = None  # how a missing value is spelled (read and written)
 
     def __post_init__(self) -> None:
-        if self.unlisted_as_missing and not self.missing:
-            raise UserInputError(f"column {self.name!r}: unlisted_as_missing needs missing: true")
+        if (self.unlisted_as_missing or self.missing_as is not None) and not self.missing:
+            raise UserInputError(
+                f"column {self.name!r}: unlisted_as_missing and missing_as need missing: true"
+            )
         if any(not self.lo <= p <= self.hi for p in self.point_masses):
             raise UserInputError(f"column {self.name!r}: point masses must lie within the bounds")
         if not (math.isfinite(self.lo) and math.isfinite(self.hi) and self.lo < self.hi):
@@ -110,6 +114,7 @@ class Categorical:
     levels: tuple[Any, ...]
     missing: bool = False
     unlisted_as_missing: bool = False
+    other: str | None = None  # the level an unlisted value reads as
 
     def __post_init__(self) -> None:
         if len(self.levels) == 0:
@@ -118,6 +123,13 @@ class Categorical:
             raise UserInputError(f"column {self.name!r}: unlisted_as_missing needs missing: true")
         if len(set(self.levels)) != len(self.levels):
             raise UserInputError(f"column {self.name!r}: levels must be distinct")
+        if self.other is not None and (
+            self.unlisted_as_missing or self.numeric or self.other not in map(str, self.levels)
+        ):
+            raise UserInputError(
+                f"column {self.name!r}: other must be one of the levels (not all numbers), "
+                "without unlisted_as_missing"
+            )
 
     @property
     def numeric(self) -> bool:
@@ -155,6 +167,8 @@ class Categorical:
                 codes[row] = len(self.levels)
             elif key in lookup:
                 codes[row] = lookup[key]
+            elif self.other is not None:
+                codes[row] = lookup[str(self.other)]
             elif self.unlisted_as_missing:
                 codes[row] = len(self.levels)
             else:
@@ -227,6 +241,7 @@ class Schema:
                         spec.missing,
                         tuple(float(p) for p in spec.point_masses),
                         spec.unlisted_as_missing,
+                        spec.missing_as,
                     )
                 )
             elif spec.kind == "categorical":
@@ -236,6 +251,7 @@ class Schema:
                         tuple(spec.levels or ()),
                         spec.missing,
                         spec.unlisted_as_missing,
+                        spec.other,
                     )
                 )
             else:
@@ -261,6 +277,7 @@ class Schema:
                     column.missing,
                     list(column.point_masses),
                     column.unlisted_as_missing,
+                    column.missing_as,
                 )
             else:
                 spec = ColumnSpec(
@@ -269,6 +286,7 @@ class Schema:
                     levels=list(column.levels),
                     missing=column.missing,
                     unlisted_as_missing=column.unlisted_as_missing,
+                    other=column.other,
                 )
             specs.append(asdict(spec))
         return specs
@@ -288,6 +306,29 @@ class Schema:
 
     def dtypes(self) -> dict[str, str]:
         return {c.name: c.dtype for c in self.columns}
+
+    @property
+    def spelled_missing(self) -> dict[str, str]:
+        """Numeric columns whose missing values are written as a token (``missing_as``)."""
+        return {
+            c.name: c.missing_as
+            for c in self.columns
+            if isinstance(c, Continuous) and c.missing_as is not None
+        }
+
+    def spelled(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` as a CSV is written: missing numbers as their column's ``missing_as``."""
+        out = frame.copy() if self.spelled_missing else frame
+        for name, token in self.spelled_missing.items():
+            out[name] = frame[name].astype(object).where(frame[name].notna(), token)
+        return out
+
+    def spelled_arrow(self, table: pa.Table) -> pa.Table:
+        """:meth:`spelled` for an Arrow table (those columns become text)."""
+        for name, token in self.spelled_missing.items():
+            text = pc.fill_null(pc.cast(table[name], pa.string()), token)
+            table = table.set_column(table.schema.get_field_index(name), name, text)
+        return table
 
     def read_csv(self, path: str | Path) -> pd.DataFrame:
         """A CSV this schema's rows were written to (``synthetic.csv``, ``test.csv``), read as
@@ -314,6 +355,8 @@ class Schema:
             if isinstance(column, Categorical):
                 out[column.name] = column.decode(column.encode(series))
                 continue
+            if column.missing_as is not None:
+                series = series.where(series.astype(str).str.strip() != column.missing_as)
             values = pd.to_numeric(series, errors="coerce")
             if (values.isna() & series.notna()).any() and not column.unlisted_as_missing:
                 raise UserInputError(

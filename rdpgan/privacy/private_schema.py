@@ -57,7 +57,12 @@ from rdpgan.privacy.mechanisms.partition import (
     gaussian_threshold,
     tail_cost,
 )
-from rdpgan.privacy.mechanisms.tree import DENSITY_LEVELS, level_counts, tree_density
+from rdpgan.privacy.mechanisms.tree import (
+    DENSITY_LEVELS,
+    DENSITY_SPLIT_NOISE,
+    level_counts,
+    tree_density,
+)
 
 SCHEMA_COUNTS = "schema"
 SCHEMA_NEW_VALUES = "schema_new_values"
@@ -73,6 +78,23 @@ HISTOGRAMS_PER_FEATURE = 3
 # Decisions read off a column's noisy counts (post-processing).
 EMPTY_SHARE = 0.02  # fewer values than this share of the rows: the column is dropped
 NUMERIC_SHARE = 0.9  # at least this share of the values parse as numbers: numeric
+# ...or at least MOSTLY_NUMBERS of them, when released text values (at most MAX_TOKENS, e.g.
+# "N", "NA", "-") leave the rest below 1 - NUMERIC_SHARE: numeric, those tokens missing.
+MOSTLY_NUMBERS = 0.75
+MAX_TOKENS = 3
+# An integer column whose 2 to CODE_LEVELS released values hold CODE_COVERAGE of its numbers is
+# a code (1 / 2, a month, a count of rooms): categorical over those values.
+CODE_LEVELS = 12
+CODE_COVERAGE = 0.95
+# A categorical column whose released levels leave at least OTHER_SHARE of its values out gets
+# a level OTHER for them (a two-valued flag whose rare value is below the threshold stays a
+# column; a 50-level state keeps its rare states as one level rather than as missing), and
+# OTHER_NOISE stds of the share left out (a difference of two noisy counts) besides, so that a
+# constant column does not keep a level of noise. OTHER_SHARE is low: an OTHER few rows hold
+# costs little, a column dropped for want of it costs the column.
+OTHER_SHARE = 0.01
+OTHER_NOISE = 1.0
+OTHER = "(other)"
 FRACTION_SHARE = 0.1  # fewer fractions than this share of the numbers: integer
 POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a code of its own
 # A candidate (or a cell of the bounds' tree) counts where its noisy count clears this many
@@ -84,6 +106,12 @@ NOISE_FLOOR = 3.0
 # SPURIOUS_BAND: 3 stds would let one of 168 empty bands through a fifth of the time, and a
 # spurious band far out would stretch the bounds to it.
 SPURIOUS_BAND = 1e-3
+# The bounds' quantiles are moved in past the mass of TAIL_CELLS tree cells spread evenly for
+# want of counts above the noise (each holds under DENSITY_SPLIT_NOISE stds), at most to
+# MAX_TAIL and 1 - MAX_TAIL: such mass lies anywhere in its cell (a latitude's few rows under
+# 42 spread over [41.5, 42)), and a bound placed in it is placed by the noise.
+TAIL_CELLS = 2
+MAX_TAIL = 0.1
 # The bounds are widened by this share of the span between the two quantiles, each side
 # (within the released bands), so the tail beyond them is not all clipped onto one value.
 BOUND_MARGIN = 0.02
@@ -220,9 +248,13 @@ class Profile:
         return bool(present <= EMPTY_SHARE * max(present + self.missing, 1.0))
 
     @property
-    def kind(self) -> str:
-        numeric = self.numbers >= NUMERIC_SHARE * (self.numbers + self.text)
-        return "continuous" if numeric else "categorical"
+    def present(self) -> float:
+        return self.numbers + self.text
+
+    @property
+    def ranged(self) -> float:
+        """The numbers the bounds are read from (0 aside when it has a code of its own)."""
+        return self.numbers - self.zero if self.zero_mass else self.numbers
 
     @property
     def is_integer(self) -> bool:
@@ -241,6 +273,12 @@ class Counts:
     profiles: dict[str, Profile]
     bands: dict[str, np.ndarray]
     levels: dict[str, dict[Any, float]]
+
+    @property
+    def rows(self) -> float:
+        """The rows, from every profile at once (each sums them): the median of their totals,
+        far less noisy than any one."""
+        return float(np.median([sum(vars(p).values()) for p in self.profiles.values()]))
 
 
 def noisy_counts(
@@ -351,21 +389,22 @@ def density_bounds(
 def numeric_bounds(
     frame: pd.DataFrame,
     ranges: dict[str, tuple[float, float]],
-    zero_masses: dict[str, bool],
+    profiles: dict[str, Profile],
     quantiles: tuple[float, float],
     noise_multiplier: float,
     rng: np.random.Generator,
 ) -> dict[str, tuple[float, float]]:
     """Release 2 (see the module docstring): each numeric column's hierarchical histogram within
     its released band range, one Gaussian draw for all (L2 sensitivity sqrt(levels × columns)),
-    and the bounds read off it."""
+    and the bounds read off it, at quantiles no nearer 0 and 1 than :data:`TAIL_CELLS` allow."""
     if not ranges:
         return {}
     tables = [
         table
         for name, (lo, hi) in ranges.items()
         for table in level_counts(
-            bound_positions(numbers_of(frame[name], zero_masses[name]), lo, hi), DENSITY_LEVELS
+            bound_positions(numbers_of(frame[name], profiles[name].zero_mass), lo, hi),
+            DENSITY_LEVELS,
         )
     ]
     std = noise_multiplier * math.sqrt(DENSITY_LEVELS * len(ranges))
@@ -378,11 +417,57 @@ def numeric_bounds(
             np.where(level >= NOISE_FLOOR * std, level, 0.0)
             for level in noisy[k * DENSITY_LEVELS : (k + 1) * DENSITY_LEVELS]
         ]
-        bounds[name] = density_bounds(tree_density(levels, std), lo, hi, quantiles)
+        tail = min(TAIL_CELLS * DENSITY_SPLIT_NOISE * std / max(profiles[name].ranged, 1), MAX_TAIL)
+        safe = (max(quantiles[0], tail), min(quantiles[1], 1.0 - tail))
+        bounds[name] = density_bounds(tree_density(levels, std), lo, hi, safe)
     return bounds
 
 
-def numeric_spec(name: str, profile: Profile, bounds: tuple[float, float]) -> ColumnSpec:
+def is_number(value: str) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
+def missing_tokens(levels: dict[Any, float]) -> dict[Any, float]:
+    """The (at most :data:`MAX_TOKENS`) most frequent released values that are not numbers."""
+    text = sorted((v for v in levels if not is_number(str(v))), key=lambda v: -levels[v])
+    return {v: levels[v] for v in text[:MAX_TOKENS]}
+
+
+def column_kind(profile: Profile, levels: dict[Any, float]) -> str:
+    """``continuous``, ``codes`` or ``categorical``, from a column's released profile and
+    values (post-processing; see :data:`NUMERIC_SHARE`, :data:`CODE_LEVELS`)."""
+    tokens = sum(missing_tokens(levels).values())
+    numeric = profile.numbers >= NUMERIC_SHARE * profile.present or (
+        profile.numbers >= MOSTLY_NUMBERS * profile.present
+        and profile.numbers >= NUMERIC_SHARE * (profile.present - tokens)
+    )
+    if not numeric:
+        return "categorical"
+    numbers = [count for value, count in levels.items() if is_number(str(value))]
+    codes = (
+        profile.is_integer
+        and 2 <= len(numbers) <= CODE_LEVELS
+        and sum(numbers) >= CODE_COVERAGE * profile.numbers
+    )
+    return "codes" if codes else "continuous"
+
+
+def missing_spelling(profile: Profile, levels: dict[Any, float]) -> str | None:
+    """How a numeric column's missing values are written: its most frequent released token,
+    when it outnumbers the blank cells (None: blank)."""
+    tokens = missing_tokens(levels)
+    if not tokens:
+        return None
+    token = max(tokens, key=lambda v: tokens[v])
+    return str(token) if tokens[token] > profile.missing else None
+
+
+def numeric_spec(
+    name: str, profile: Profile, bounds: tuple[float, float], missing_as: str | None
+) -> ColumnSpec:
     """A numeric column's spec: integer-ness and a point mass at 0 from its profile, and its
     released bounds (integers outward for an integer column; 0 inside with a point mass)."""
     lo, hi = bounds
@@ -403,17 +488,31 @@ def numeric_spec(name: str, profile: Profile, bounds: tuple[float, float]) -> Co
         missing=True,
         point_masses=[0.0] if profile.zero_mass else [],
         unlisted_as_missing=True,
+        missing_as=missing_as,
     )
 
 
-def levels_spec(name: str, found: dict[Any, float], config: SchemaConfig) -> ColumnSpec | str:
+def levels_spec(
+    name: str, found: dict[Any, float], present: float, std: float, config: SchemaConfig
+) -> ColumnSpec | str:
     """A categorical column's spec from its released levels (the ``max_levels`` most frequent
-    by noisy count), or why it is dropped."""
+    by noisy count, and :data:`OTHER` when they leave out enough of the ``present`` values,
+    whose noisy counts have noise ``std``), or why it is dropped."""
     frequent = sorted(found, key=lambda level: -found[level])[: config.max_levels]
-    if len(frequent) < 2:
+    left_out = present - sum(found[level] for level in frequent)
+    enough = max(OTHER_SHARE * present, OTHER_NOISE * math.sqrt(2.0) * std)
+    other = OTHER if left_out >= enough and OTHER not in map(str, frequent) else None
+    levels = [*sorted(frequent, key=str), *([other] if other else [])]
+    if len(levels) < 2:
         return "fewer than two levels released"
-    levels = sorted(frequent, key=str)
-    return ColumnSpec(name, "categorical", levels=levels, missing=True, unlisted_as_missing=True)
+    return ColumnSpec(
+        name,
+        "categorical",
+        levels=levels,
+        missing=True,
+        unlisted_as_missing=other is None,
+        other=other,
+    )
 
 
 def _quantiles(config: SchemaConfig) -> tuple[float, float]:
@@ -433,25 +532,26 @@ def private_target(
     spelling of ``dataset.positive_label`` (matched by :func:`class_key`), if given.
 
     The classes are released like any categorical column's levels (``released``, with noisy
-    counts). A named positive label is public: it is a class whether released or not, and the
-    rest are "not" it when no other class was released, so a table is never refused for a
-    class too rare to clear the noise. Rows whose class was not released (or is missing) are
-    left out, by a rule applied to each row alone; refusing instead would tell whether such a
-    row exists.
+    counts), and all of them are kept (a multi-class target stays multi-class; evaluation
+    scores the positive one against the rest). A named positive label is public: it is a class
+    whether released or not; when it was not released, or no other class was, the rest become
+    "not" it, so a table is never refused for a class too rare to clear the noise. Rows whose
+    class was not released (or is missing) are left out, by a rule applied to each row alone;
+    refusing instead would tell whether such a row exists.
     """
     target, positive = dataset.target, dataset.positive_label
     classes = sorted(released, key=str)
     shown = ", ".join(repr(str(c)) for c in classes[:5]) or "none"
     if positive is not None:
         matches = [c for c in classes if class_key(c) == class_key(positive)]
-        if len(classes) - len(matches) != 1 or len(matches) != 1:
+        if len(classes) - len(matches) < 1 or len(matches) != 1:
             frame = one_vs_rest(frame, target, positive)
             return frame[frame[target].notna()].reset_index(drop=True), [], positive
         positive = matches[0]
-    if len(classes) > 2:
+    elif len(classes) > 2:
         raise UserInputError(
             f"target {target!r} has {len(classes)} released classes ({shown}); set "
-            "dataset.positive_label=CLASS to model CLASS vs the rest"
+            "dataset.positive_label=CLASS to score CLASS against the rest"
         )
     if len(classes) < 2:
         raise UserInputError(
@@ -571,26 +671,24 @@ def private_schema(
     dropped: dict[str, str] = {}
     ranges: dict[str, tuple[float, float]] = {}
     for name in features:
-        profile = counts.profiles[name]
+        profile, levels = counts.profiles[name], counts.levels[name]
         declared = config.types.get(name, "categorical" if name in config.candidates else None)
+        kind = declared or column_kind(profile, levels)
+        found = band_range(counts.bands[name], std, quantiles) if kind == "continuous" else None
         if profile.empty:
             dropped[name] = "(almost) all missing"
-        elif (declared or profile.kind) != "continuous":
-            spec = levels_spec(name, counts.levels[name], config)
+        elif found is not None:
+            ranges[name] = found
+        else:  # categorical, a code, or numbers without a released range
+            spec = levels_spec(name, levels, counts.rows - profile.missing, std, config)
             if isinstance(spec, str):
-                dropped[name] = spec
+                dropped[name] = spec if kind != "continuous" else "no numeric range released"
             else:
                 specs[name] = spec
-        else:
-            found = band_range(counts.bands[name], std, quantiles)
-            if found is None:
-                dropped[name] = "no numeric range released"
-            else:
-                ranges[name] = found
-    zero_masses = {name: counts.profiles[name].zero_mass for name in ranges}
-    bounds = numeric_bounds(frame, ranges, zero_masses, quantiles, sigma, rng)
+    bounds = numeric_bounds(frame, ranges, counts.profiles, quantiles, sigma, rng)
     for name, found in bounds.items():
-        specs[name] = numeric_spec(name, counts.profiles[name], found)
+        profile, levels = counts.profiles[name], counts.levels[name]
+        specs[name] = numeric_spec(name, profile, found, missing_spelling(profile, levels))
     collapsed = not classes
     classes = one_vs_rest_classes(positive) if collapsed else classes
     # The target reads rows outside its classes as missing, so that a run declaring this

@@ -68,6 +68,15 @@ def main() -> None:
         table(rng, size=[*sizes, "inf", "-inf", "1e308"], colour=["red", "blue"], label=label),
     )
     write("target_all_missing.csv", table(rng, size=sizes, label=[""]))
+    write(
+        "tokens_and_codes.csv",
+        table(
+            rng,
+            income=[*sizes[:10], "N", "N"],  # a census's "not applicable", 1 row in 6
+            code=["1", "2"],  # a question coded 1 / 2
+            label=label,
+        ),
+    )
 
 
 if __name__ == "__main__":
