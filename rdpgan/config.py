@@ -41,6 +41,9 @@ class ColumnSpec:
     # Continuous: how the input spelled a missing value (e.g. "N", "NA"): such cells read as
     # missing, and missing values are written back so.
     missing_as: str | None = None
+    # Continuous: dates or timestamps in this strftime format (e.g. "%Y-%m-%d"), held as days
+    # since 1970-01-01 and written back in it.
+    date_format: str | None = None
     # Categorical: the level every unlisted value reads as (a released schema's catch-all for
     # the values too rare to be released), instead of an error or missing.
     other: str | None = None

@@ -130,12 +130,12 @@ def load_model(run_dir: Path) -> DPCGAN:
 
 def arrow_schema(schema: Schema, spelled: bool = False) -> pa.Schema:
     """Declared up front from the schema: a chunk whose column is all missing would otherwise
-    infer a null type that does not match the file's first chunk. ``spelled``: the columns
-    whose missing values are written as a token are text."""
-    tokens = schema.spelled_missing if spelled else {}
+    infer a null type that does not match the file's first chunk. ``spelled``: the columns a
+    CSV spells otherwise than as numbers (dates, missing tokens) are text."""
+    text = {c.name for c in schema.spelled} if spelled else set()
     return pa.schema(
         [
-            (name, pa.string() if name in tokens else ARROW_TYPES[dtype])
+            (name, pa.string() if name in text else ARROW_TYPES[dtype])
             for name, dtype in schema.dtypes().items()
         ]
     )
@@ -191,7 +191,7 @@ def write_samples(
     if label is not None:
         label = resolve_label(model.transformer.label_column, label)
     schema = model.transformer.schema
-    spelled = writer is write_csv  # a token in a typed file would turn numbers into text
+    spelled = writer is write_csv  # a typed file keeps numbers (days, null) as numbers
     arrow = arrow_schema(schema, spelled)
     tables = iter_samples(
         model,
@@ -202,7 +202,7 @@ def write_samples(
         workers,
     )
     if spelled:
-        tables = (schema.spelled_arrow(table) for table in tables)
+        tables = (schema.written_arrow(table) for table in tables)
     tables = (table.cast(arrow) for table in tables)  # a no-op unless a chunk's types differ
     try:
         atomic_write(out, lambda tmp: writer(tmp, tables, arrow))

@@ -192,7 +192,7 @@ def finish(
         model.save(out)
         write_json(out / "metrics.json", model.metrics)
         assert model.transformer is not None
-        written = model.transformer.schema.spelled(synthetic)
+        written = model.transformer.schema.written(synthetic)
         atomic_write(out / "synthetic.csv", lambda tmp: written.to_csv(tmp, index=False))
 
     writing(out, write_all)

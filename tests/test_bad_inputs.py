@@ -88,7 +88,9 @@ def test_a_messy_csv_gets_a_released_schema_with_nothing_but_the_target(case):
         assert list(schema[name].levels) == levels
     for name in expect.get("integer", []):
         assert schema[name].integer
-    assert schema.spelled_missing == expect.get("missing_as", {})
+    for key in ("missing_as", "date_format"):
+        spelled = {c.name: getattr(c, key) for c in schema.spelled if getattr(c, key)}
+        assert spelled == expect.get(key, {})
     for column in schema.columns:
         if isinstance(column, Continuous):
             assert np.isfinite([column.lo, column.hi]).all()

@@ -123,7 +123,7 @@ def conform_rows(
     frame = frame[schema.names].copy()
     for column in schema.columns:
         if not isinstance(column, Categorical):
-            frame[column.name] = pd.to_numeric(frame[column.name], errors="coerce")
+            frame[column.name] = column.parse(frame[column.name])
     return schema.conform(frame)
 
 

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rdpgan.config import ColumnSpec
+from rdpgan.data.dates import format_days, parse_dates
 from rdpgan.errors import UserInputError
 
 TRANSFORMS = ("none", "log1p", "slog1p")
@@ -56,6 +57,7 @@ class Continuous:
     point_masses: tuple[float, ...] = ()
     unlisted_as_missing: bool = False  # a cell that is not a number reads as missing
     missing_as: str | None = None  # how a missing value is spelled (read and written)
+    date_format: str | None = None  # dates in this format, held as days since 1970-01-01
 
     def __post_init__(self) -> None:
         if (self.unlisted_as_missing or self.missing_as is not None) and not self.missing:
@@ -83,6 +85,24 @@ class Continuous:
                 f"column {self.name!r}: the bounds [{self.lo:g}, {self.hi:g}] are too far apart "
                 "to encode (their width is not a finite number)"
             )
+
+    def parse(self, cells: pd.Series) -> pd.Series:
+        """The column's numbers from its cells: dates in ``date_format`` as days, the
+        ``missing_as`` token and anything else that is no number as missing."""
+        if self.missing_as is not None:
+            cells = cells.where(cells.astype(str).str.strip() != self.missing_as)
+        if self.date_format is not None:
+            return pd.Series(parse_dates(cells, self.date_format), index=cells.index)
+        return pd.to_numeric(cells, errors="coerce")
+
+    def written(self, values: pd.Series) -> pd.Series:
+        """The column as a CSV holds it: dates in their format, missing as ``missing_as``."""
+        if self.date_format is not None:
+            text = format_days(values.to_numpy(dtype=float), self.date_format)
+            values = pd.Series(text.to_numpy(), index=values.index, dtype=object)
+        if self.missing_as is None:
+            return values
+        return values.astype(object).where(values.notna(), self.missing_as)
 
     def _scaled_bounds(self) -> np.ndarray:
         """The bounds after the public transform: what [-1, 1] is mapped onto."""
@@ -242,6 +262,7 @@ class Schema:
                         tuple(float(p) for p in spec.point_masses),
                         spec.unlisted_as_missing,
                         spec.missing_as,
+                        spec.date_format,
                     )
                 )
             elif spec.kind == "categorical":
@@ -278,6 +299,7 @@ class Schema:
                     list(column.point_masses),
                     column.unlisted_as_missing,
                     column.missing_as,
+                    column.date_format,
                 )
             else:
                 spec = ColumnSpec(
@@ -308,26 +330,31 @@ class Schema:
         return {c.name: c.dtype for c in self.columns}
 
     @property
-    def spelled_missing(self) -> dict[str, str]:
-        """Numeric columns whose missing values are written as a token (``missing_as``)."""
-        return {
-            c.name: c.missing_as
+    def spelled(self) -> list[Continuous]:
+        """Numeric columns a CSV spells otherwise than as numbers: dates, missing tokens."""
+        return [
+            c
             for c in self.columns
-            if isinstance(c, Continuous) and c.missing_as is not None
-        }
+            if isinstance(c, Continuous) and (c.missing_as is not None or c.date_format)
+        ]
 
-    def spelled(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """``frame`` as a CSV is written: missing numbers as their column's ``missing_as``."""
-        out = frame.copy() if self.spelled_missing else frame
-        for name, token in self.spelled_missing.items():
-            out[name] = frame[name].astype(object).where(frame[name].notna(), token)
+    def written(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` as a CSV is written (:meth:`Continuous.written`)."""
+        out = frame.copy() if self.spelled else frame
+        for column in self.spelled:
+            out[column.name] = column.written(frame[column.name])
         return out
 
-    def spelled_arrow(self, table: pa.Table) -> pa.Table:
-        """:meth:`spelled` for an Arrow table (those columns become text)."""
-        for name, token in self.spelled_missing.items():
-            text = pc.fill_null(pc.cast(table[name], pa.string()), token)
-            table = table.set_column(table.schema.get_field_index(name), name, text)
+    def written_arrow(self, table: pa.Table) -> pa.Table:
+        """:meth:`written` for an Arrow table (those columns become text)."""
+        for column in self.spelled:
+            values = table[column.name]
+            if column.date_format is not None:
+                days = pd.Series(values.to_numpy(zero_copy_only=False), dtype=float)
+                text = pa.array(column.written(days).tolist(), pa.string())
+            else:
+                text = pc.fill_null(pc.cast(values, pa.string()), column.missing_as)
+            table = table.set_column(table.schema.get_field_index(column.name), column.name, text)
         return table
 
     def read_csv(self, path: str | Path) -> pd.DataFrame:
@@ -355,10 +382,11 @@ class Schema:
             if isinstance(column, Categorical):
                 out[column.name] = column.decode(column.encode(series))
                 continue
-            if column.missing_as is not None:
-                series = series.where(series.astype(str).str.strip() != column.missing_as)
-            values = pd.to_numeric(series, errors="coerce")
-            if (values.isna() & series.notna()).any() and not column.unlisted_as_missing:
+            values = column.parse(series)
+            spelled_missing = series.astype(str).str.strip() == column.missing_as
+            if (values.isna() & series.notna() & ~spelled_missing).any() and not (
+                column.unlisted_as_missing
+            ):
                 raise UserInputError(
                     f"column {column.name!r} holds a value that is not a number{NO_VALUES}"
                 )

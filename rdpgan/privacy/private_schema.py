@@ -17,8 +17,9 @@ number):
    values it holds (Gaussian partition selection, :mod:`~rdpgan.privacy.mechanisms.partition`:
    a value is released when its noisy count clears a threshold; with ``schema.candidates``,
    counts of the public candidates), and the signed power-of-two band of its number. The
-   target: its values (a named ``positive_label`` is public and always a class). L2
-   sensitivity sqrt(3 × features + 1). The threshold's tail is a delta of its own
+   target: its values and its missing cells, weighed by :data:`TARGET_WEIGHT` (a named
+   ``positive_label`` is public and always a class). L2 sensitivity
+   sqrt(3 × features + TARGET_WEIGHT²). The threshold's tail is a delta of its own
    (``delta_fraction`` of delta), recorded as an approximate release.
 2. **Bounds**, for the columns the counts say are numeric: a hierarchical histogram
    (:mod:`~rdpgan.privacy.mechanisms.tree`) of each one's values within the bands released in
@@ -41,6 +42,7 @@ import pandas as pd
 from scipy.special import ndtri
 
 from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
+from rdpgan.data.dates import FORMATS, dates_as_days, format_index, has_time
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.data.target import (
     class_key,
@@ -66,7 +68,8 @@ from rdpgan.privacy.mechanisms.tree import (
 
 SCHEMA_COUNTS = "schema"
 SCHEMA_NEW_VALUES = "schema_new_values"
-# A column's value profile: each row lands in exactly one of these cells.
+# A column's value profile: each row lands in exactly one of these cells (then one per date
+# format of :data:`rdpgan.data.dates.FORMATS`: a date is not text).
 PROFILE_CELLS = ("missing", "text", "zero", "integer", "fraction")
 # Power-of-two bands 2^e <= |x| < 2^(e+1), e in [LOWEST_BAND, HIGHEST_BAND] (beyond: the end
 # band), negative numbers first: 1e-6 to 1e19 either side of 0.
@@ -75,6 +78,15 @@ BANDS = HIGHEST_BAND - LOWEST_BAND + 1
 # Histograms each feature column adds one count per row to in the first release (profile,
 # value, band); the target adds one (its value).
 HISTOGRAMS_PER_FEATURE = 3
+# The target's counts (its values, or candidates, and its missing cells: one row adds to one of
+# them) are weighed by this much in the same Gaussian draw: its classes then carry 1/weight of
+# the features' noise, for a sensitivity of sqrt(3 x features + weight^2) instead of
+# sqrt(3 x features + 1). The target first: a 6% class of a 2,000-row table clears the
+# threshold, and a multi-class target keeps its classes.
+TARGET_WEIGHT = 3.0
+# A multi-class target is kept as it is unless its released classes leave out more rows than
+# this many stds of the noise (then one-vs-rest around the positive label keeps every row).
+TARGET_NOISE = 3.0
 # Decisions read off a column's noisy counts (post-processing).
 EMPTY_SHARE = 0.02  # fewer values than this share of the rows: the column is dropped
 NUMERIC_SHARE = 0.9  # at least this share of the values parse as numbers: numeric
@@ -184,21 +196,37 @@ class SchemaBudget:
 
 
 def value_profile(series: pd.Series) -> np.ndarray:
-    """Rows per :data:`PROFILE_CELLS` cell. Each row counts in exactly one cell."""
+    """Rows per :data:`PROFILE_CELLS` cell, then per date format. Each row counts in exactly
+    one cell."""
     numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
     missing = series.isna().to_numpy()
     number = ~np.isnan(numbers)
+    formats = np.full(len(series), -1)
+    words = ~number & ~missing
+    formats[words] = format_index(series[words])
     zero = number & (numbers == 0)
     with np.errstate(invalid="ignore"):
         fraction = number & np.isfinite(numbers) & (numbers != np.round(numbers))
-    cells = [missing, ~missing & ~number, zero, number & ~zero & ~fraction, fraction]
-    return np.array([cell.sum() for cell in cells], dtype=float)
+    text = ~missing & ~number & (formats < 0)
+    cells = [missing, text, zero, number & ~zero & ~fraction, fraction]
+    dated = np.bincount(formats[formats >= 0], minlength=len(FORMATS))
+    return np.array([*(cell.sum() for cell in cells), *dated], dtype=float)
+
+
+def cell_numbers(series: pd.Series) -> np.ndarray:
+    """Each cell as a number: itself, or the days since 1970 of a date; NaN for the rest."""
+    numbers = np.array(pd.to_numeric(series, errors="coerce"), dtype=float)
+    other = np.isnan(numbers) & series.notna().to_numpy()
+    if other.any():
+        numbers[other] = dates_as_days(series[other])
+    return numbers
 
 
 def magnitude_bands(series: pd.Series) -> np.ndarray:
     """Rows per signed power-of-two band (:data:`BANDS` negative ones, then as many positive):
-    each finite nonzero number counts in exactly one, anything else in none."""
-    numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+    each finite nonzero number (a date: its days since 1970) counts in exactly one, anything
+    else in none."""
+    numbers = cell_numbers(series)
     numbers = numbers[np.isfinite(numbers) & (numbers != 0)]
     exponents = np.clip(np.floor(np.log2(np.abs(numbers))), LOWEST_BAND, HIGHEST_BAND)
     offsets = (exponents - LOWEST_BAND).astype(np.int64)
@@ -237,24 +265,48 @@ class Profile:
     zero: float
     integer: float
     fraction: float
+    dates: tuple[float, ...] = ()  # per format of rdpgan.data.dates.FORMATS
+
+    @classmethod
+    def of(cls, counts: np.ndarray) -> Profile:
+        cells = [float(c) for c in counts]
+        return cls(*cells[: len(PROFILE_CELLS)], dates=tuple(cells[len(PROFILE_CELLS) :]))
 
     @property
     def numbers(self) -> float:
         return self.zero + self.integer + self.fraction
 
     @property
-    def empty(self) -> bool:
-        present = self.numbers + self.text
-        return bool(present <= EMPTY_SHARE * max(present + self.missing, 1.0))
+    def present(self) -> float:
+        return self.numbers + self.text + sum(self.dates)
 
     @property
-    def present(self) -> float:
-        return self.numbers + self.text
+    def total(self) -> float:
+        return self.present + self.missing
+
+    @property
+    def empty(self) -> bool:
+        return bool(self.present <= EMPTY_SHARE * max(self.total, 1.0))
+
+    @property
+    def date_format(self) -> str | None:
+        """The format of a column of dates (:data:`NUMERIC_SHARE` of its values parse with
+        one), or None."""
+        if not self.dates or sum(self.dates) < NUMERIC_SHARE * self.present:
+            return None
+        return FORMATS[int(np.argmax(self.dates))]
 
     @property
     def ranged(self) -> float:
         """The numbers the bounds are read from (0 aside when it has a code of its own)."""
-        return self.numbers - self.zero if self.zero_mass else self.numbers
+        if self.date_format is not None:
+            return sum(self.dates)
+        return self.numbers - self.zero if self.zero_code else self.numbers
+
+    @property
+    def zero_code(self) -> bool:
+        """Whether 0 gets a code of its own (a column of numbers, not dates, often 0)."""
+        return self.zero_mass and self.date_format is None
 
     @property
     def is_integer(self) -> bool:
@@ -273,12 +325,21 @@ class Counts:
     profiles: dict[str, Profile]
     bands: dict[str, np.ndarray]
     levels: dict[str, dict[Any, float]]
+    target_missing: float = 0.0
 
     @property
     def rows(self) -> float:
         """The rows, from every profile at once (each sums them): the median of their totals,
         far less noisy than any one."""
-        return float(np.median([sum(vars(p).values()) for p in self.profiles.values()]))
+        return float(np.median([p.total for p in self.profiles.values()]))
+
+    def rows_std(self, std: float) -> float:
+        """The noise std of :attr:`rows` when every count has noise ``std`` (a median's
+        sqrt(pi / 2) of a mean's)."""
+        if not self.profiles:
+            return math.inf
+        cells = len(PROFILE_CELLS) + len(FORMATS)
+        return std * math.sqrt(cells * math.pi / 2 / len(self.profiles))
 
 
 def noisy_counts(
@@ -287,41 +348,61 @@ def noisy_counts(
     target: str,
     config: SchemaConfig,
     std: float,
-    threshold: float,
+    tail: float,
     rng: np.random.Generator,
 ) -> Counts:
     """Release 1 (see the module docstring): one Gaussian draw over every dense count (profiles,
-    bands, candidate counts) and partition selection over the values of the columns without
-    candidates. One row adds one count to each of 3 histograms per feature and 1 for the
-    target."""
+    bands, candidate counts, the target's missing cells) and partition selection over the
+    values of the columns without candidates, each new key clearing its threshold with
+    probability ``tail`` / keys in all. One row adds one count to each of 3 histograms per
+    feature and :data:`TARGET_WEIGHT` to one of the target's cells."""
     dense: list[tuple[str, str, np.ndarray]] = []
-    sparse: dict[tuple[str, str], int] = {}
+    sparse: dict[tuple[str, str], float] = {}
     for name in [*features, target]:
         series = frame[name]
-        if name != target:
+        weight = TARGET_WEIGHT if name == target else 1.0
+        if name == target:
+            dense.append((name, "missing", np.array([weight * float(series.isna().sum())])))
+        else:
             dense.append((name, "profile", value_profile(series)))
             dense.append((name, "bands", magnitude_bands(series)))
         if name in config.candidates:
-            dense.append((name, "candidates", candidate_counts(series, config.candidates[name])))
+            counts = weight * candidate_counts(series, config.candidates[name])
+            dense.append((name, "candidates", counts))
         else:
-            sparse.update({(name, v): c for v, c in value_counts(series).items()})
+            sparse.update({(name, v): weight * c for v, c in value_counts(series).items()})
     noisy = noisy_tables([counts for *_, counts in dense], std, rng) if dense else []
-    kept = gaussian_partitions(sparse, std, threshold, rng)
+    keys = selected_columns([*features, target], config)
+    kept = {}
+    for weight, names in ((1.0, set(features)), (TARGET_WEIGHT, {target})):
+        part = {key: count for key, count in sparse.items() if key[0] in names}
+        threshold = gaussian_threshold(std, tail, keys, weight) if keys else 0.0
+        found = gaussian_partitions(part, std, threshold, rng) if part else {}
+        kept.update({key: count / weight for key, count in found.items()})
     out = Counts({}, {}, {name: {} for name in [*features, target]})
     for (name, part, _), values in zip(dense, noisy, strict=True):
+        weight = TARGET_WEIGHT if name == target else 1.0
         if part == "profile":
-            out.profiles[name] = Profile(*map(float, values))
+            out.profiles[name] = Profile.of(values)
         elif part == "bands":
             out.bands[name] = values
+        elif part == "missing":
+            out.target_missing = float(values[0]) / weight
         else:
             floor = NOISE_FLOOR * std
             candidates = config.candidates[name]
             out.levels[name] = {
-                c: float(v) for c, v in zip(candidates, values, strict=True) if v >= floor
+                c: float(v) / weight for c, v in zip(candidates, values, strict=True) if v >= floor
             }
     for (name, value), count in kept.items():
         out.levels[name][value] = count
     return out
+
+
+def selected_columns(names: list[str], config: SchemaConfig) -> int:
+    """The columns whose values partition selection finds (no candidates): the keys one row
+    alone may hold."""
+    return sum(1 for name in names if name not in config.candidates)
 
 
 def band_range(
@@ -365,8 +446,9 @@ def position_value(position: float, lo: float, hi: float) -> float:
 
 
 def numbers_of(series: pd.Series, zero_mass: bool) -> np.ndarray:
-    """A column's finite numbers (without its zeros when 0 has a code of its own)."""
-    values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+    """A column's finite numbers, dates as days (without its zeros when 0 has a code of its
+    own)."""
+    values = cell_numbers(series)
     values = values[np.isfinite(values)]
     return values[values != 0] if zero_mass else values
 
@@ -403,7 +485,7 @@ def numeric_bounds(
         table
         for name, (lo, hi) in ranges.items()
         for table in level_counts(
-            bound_positions(numbers_of(frame[name], profiles[name].zero_mass), lo, hi),
+            bound_positions(numbers_of(frame[name], profiles[name].zero_code), lo, hi),
             DENSITY_LEVELS,
         )
     ]
@@ -431,14 +513,19 @@ def is_number(value: str) -> bool:
 
 
 def missing_tokens(levels: dict[Any, float]) -> dict[Any, float]:
-    """The (at most :data:`MAX_TOKENS`) most frequent released values that are not numbers."""
-    text = sorted((v for v in levels if not is_number(str(v))), key=lambda v: -levels[v])
+    """The (at most :data:`MAX_TOKENS`) most frequent released values that are neither
+    numbers nor dates."""
+    words = [v for v in levels if not is_number(str(v))]
+    dates = format_index(pd.Series(words, dtype=object)) >= 0
+    text = sorted((v for v, d in zip(words, dates, strict=True) if not d), key=lambda v: -levels[v])
     return {v: levels[v] for v in text[:MAX_TOKENS]}
 
 
 def column_kind(profile: Profile, levels: dict[Any, float]) -> str:
-    """``continuous``, ``codes`` or ``categorical``, from a column's released profile and
-    values (post-processing; see :data:`NUMERIC_SHARE`, :data:`CODE_LEVELS`)."""
+    """``continuous`` (dates too), ``codes`` or ``categorical``, from a column's released
+    profile and values (post-processing; see :data:`NUMERIC_SHARE`, :data:`CODE_LEVELS`)."""
+    if profile.date_format is not None:
+        return "continuous"
     tokens = sum(missing_tokens(levels).values())
     numeric = profile.numbers >= NUMERIC_SHARE * profile.present or (
         profile.numbers >= MOSTLY_NUMBERS * profile.present
@@ -468,28 +555,50 @@ def missing_spelling(profile: Profile, levels: dict[Any, float]) -> str | None:
 def numeric_spec(
     name: str, profile: Profile, bounds: tuple[float, float], missing_as: str | None
 ) -> ColumnSpec:
-    """A numeric column's spec: integer-ness and a point mass at 0 from its profile, and its
-    released bounds (integers outward for an integer column; 0 inside with a point mass)."""
+    """A numeric column's spec: integer-ness and a point mass at 0 from its profile (a date's
+    format: whole days, or a time of day), and its released bounds (integers outward for an
+    integer column; 0 inside with a point mass)."""
     lo, hi = bounds
-    if profile.is_integer:
+    date_format = profile.date_format
+    integer = profile.is_integer if date_format is None else not has_time(date_format)
+    zero_mass = profile.zero_code
+    if integer:
         lo, hi = math.floor(lo), math.ceil(hi)
-    if profile.zero_mass:
+    if zero_mass:
         lo, hi = min(lo, 0.0), max(hi, 0.0)
     if not lo < hi:
         hi = lo + 1.0
-    transform = "log1p" if lo >= 0 and hi > 100 * max(lo, 1.0) else "none"
+    wide = lo >= 0 and hi > 100 * max(lo, 1.0) and date_format is None
     return ColumnSpec(
         name,
         "continuous",
         float(lo),
         float(hi),
-        integer=profile.is_integer,
-        transform=transform,
+        integer=integer,
+        transform="log1p" if wide else "none",
         missing=True,
-        point_masses=[0.0] if profile.zero_mass else [],
+        point_masses=[0.0] if zero_mass else [],
         unlisted_as_missing=True,
         missing_as=missing_as,
+        date_format=date_format,
     )
+
+
+def unclassed(counts: Counts, classes: dict[Any, float], std: float) -> bool:
+    """Whether the released ``classes`` (noise ``std``) leave out more of the rows with a class
+    than :data:`TARGET_NOISE` stds of the estimate's noise, or :data:`OTHER_SHARE` of them."""
+    noise = math.sqrt(counts.rows_std(std * TARGET_WEIGHT) ** 2 + (1 + len(classes)) * std**2)
+    present = counts.rows - counts.target_missing
+    rest = present - sum(classes.values())
+    return rest >= max(OTHER_SHARE * present, TARGET_NOISE * noise)
+
+
+def left_out(found: dict[Any, float], present: float, std: float) -> bool:
+    """Whether released levels (noisy counts ``found``, noise ``std``) leave out enough of the
+    ``present`` values to be more than noise: :data:`OTHER_SHARE` of them, and
+    :data:`OTHER_NOISE` stds of their difference."""
+    rest = present - sum(found.values())
+    return rest >= max(OTHER_SHARE * present, OTHER_NOISE * math.sqrt(2.0) * std)
 
 
 def levels_spec(
@@ -499,9 +608,8 @@ def levels_spec(
     by noisy count, and :data:`OTHER` when they leave out enough of the ``present`` values,
     whose noisy counts have noise ``std``), or why it is dropped."""
     frequent = sorted(found, key=lambda level: -found[level])[: config.max_levels]
-    left_out = present - sum(found[level] for level in frequent)
-    enough = max(OTHER_SHARE * present, OTHER_NOISE * math.sqrt(2.0) * std)
-    other = OTHER if left_out >= enough and OTHER not in map(str, frequent) else None
+    kept = {level: found[level] for level in frequent}
+    other = OTHER if left_out(kept, present, std) and OTHER not in map(str, frequent) else None
     levels = [*sorted(frequent, key=str), *([other] if other else [])]
     if len(levels) < 2:
         return "fewer than two levels released"
@@ -523,28 +631,29 @@ def _quantiles(config: SchemaConfig) -> tuple[float, float]:
 
 
 def private_target(
-    frame: pd.DataFrame,
-    dataset: DatasetConfig,
-    released: dict[Any, float],
+    frame: pd.DataFrame, dataset: DatasetConfig, counts: Counts, std: float
 ) -> tuple[pd.DataFrame, list[Any], Any]:
     """(rows, released classes, positive class): the classes are empty when the target was
     collapsed to one-vs-rest around the positive class; the positive class is the released
     spelling of ``dataset.positive_label`` (matched by :func:`class_key`), if given.
 
-    The classes are released like any categorical column's levels (``released``, with noisy
-    counts), and all of them are kept (a multi-class target stays multi-class; evaluation
-    scores the positive one against the rest). A named positive label is public: it is a class
-    whether released or not; when it was not released, or no other class was, the rest become
-    "not" it, so a table is never refused for a class too rare to clear the noise. Rows whose
-    class was not released (or is missing) are left out, by a rule applied to each row alone;
-    refusing instead would tell whether such a row exists.
+    The classes are released like any categorical column's levels (with noisy counts, whose
+    noise is ``std``), and all of them are kept when they hold (nearly) every row with a class
+    (a multi-class target stays multi-class; evaluation scores the positive one against the
+    rest). A named positive label is public: it is a class whether released or not; when it
+    was not released, no other class was, or the released ones leave out more rows than the
+    noise explains (:func:`unclassed`), the rest become "not" it, so a table is never refused
+    for a class too rare to clear the noise and no class's rows are lost. Rows whose class was
+    not released (or is missing) are left out, by a rule applied to each row alone; refusing
+    instead would tell whether such a row exists.
     """
+    released = counts.levels[dataset.target]
     target, positive = dataset.target, dataset.positive_label
     classes = sorted(released, key=str)
     shown = ", ".join(repr(str(c)) for c in classes[:5]) or "none"
     if positive is not None:
         matches = [c for c in classes if class_key(c) == class_key(positive)]
-        if len(classes) - len(matches) < 1 or len(matches) != 1:
+        if len(classes) < 2 or len(matches) != 1 or unclassed(counts, released, std):
             frame = one_vs_rest(frame, target, positive)
             return frame[frame[target].notna()].reset_index(drop=True), [], positive
         positive = matches[0]
@@ -577,6 +686,12 @@ def _check_private_settings(config: SchemaConfig) -> None:
             raise UserInputError(f"schema.{name} must be in (0, 1)")
 
 
+def counts_sensitivity(features: int) -> float:
+    """Release 1's L2 sensitivity: one count in each of 3 histograms per feature, and
+    :data:`TARGET_WEIGHT` in one of the target's cells."""
+    return math.sqrt(HISTOGRAMS_PER_FEATURE * features + TARGET_WEIGHT**2)
+
+
 def schema_noise(
     budget: SchemaBudget, config: SchemaConfig, features: int, selected: int
 ) -> tuple[float, float]:
@@ -604,7 +719,7 @@ def schema_noise(
 
     if config.epsilon_fraction is not None:
         return calibrated(config.epsilon_fraction), tail
-    goal = COUNT_STD_GOAL / math.sqrt(HISTOGRAMS_PER_FEATURE * features + 1)
+    goal = COUNT_STD_GOAL / counts_sensitivity(features)
     least, most = (calibrated(share) for share in reversed(SHARE_RANGE))
     return min(max(goal, least), most), tail
 
@@ -628,10 +743,9 @@ def private_schema(
     quantiles = _quantiles(config)
     target = dataset.target
     features = [name for name in frame.columns if name != target]
-    # One row holds one value per column: the keys it alone may hold.
-    selected = sum(1 for name in [*features, target] if name not in config.candidates)
+    selected = selected_columns([*features, target], config)
     sigma, tail = schema_noise(budget, config, len(features), selected)
-    sensitivity = math.sqrt(HISTOGRAMS_PER_FEATURE * len(features) + 1)
+    sensitivity = counts_sensitivity(len(features))
     std = sigma * sensitivity
     threshold = gaussian_threshold(std, tail, selected) if selected else 0.0
     releases = [
@@ -643,8 +757,9 @@ def private_schema(
             2,
             {
                 "mechanisms": "gaussian: value profiles, power-of-two bands, candidate counts "
-                "and partition selection over values (release 1, sensitivity "
-                "sqrt(3 x features + 1)); hierarchical histograms of numeric columns within "
+                "and partition selection over values, the target's weighed by "
+                f"{TARGET_WEIGHT:g} (release 1, sensitivity sqrt(3 x features + "
+                f"{TARGET_WEIGHT**2:g})); hierarchical histograms of numeric columns within "
                 "their bands (release 2, sensitivity sqrt(levels x numeric columns))",
                 "sensitivity": sensitivity,
                 "columns": len(features) + 1,
@@ -665,8 +780,8 @@ def private_schema(
         )
     if pay is not None:
         pay(releases)
-    counts = noisy_counts(frame, features, target, config, std, threshold, rng)
-    frame, classes, positive = private_target(frame, dataset, counts.levels[target])
+    counts = noisy_counts(frame, features, target, config, std, tail, rng)
+    frame, classes, positive = private_target(frame, dataset, counts, std / TARGET_WEIGHT)
     specs: dict[str, ColumnSpec] = {}
     dropped: dict[str, str] = {}
     ranges: dict[str, tuple[float, float]] = {}

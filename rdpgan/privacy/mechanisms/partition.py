@@ -28,12 +28,13 @@ from rdpgan.privacy.mechanisms import _checks
 from rdpgan.privacy.mechanisms.gaussian import snap_grid
 
 
-def gaussian_threshold(std: float, delta: float, keys_per_row: int) -> float:
+def gaussian_threshold(std: float, delta: float, keys_per_row: int, weight: float = 1.0) -> float:
     """The noisy count a key must reach so that the (at most ``keys_per_row``) keys one row
-    alone holds clear it with probability at most ``delta`` in all (a union bound over them)."""
+    alone holds clear it with probability at most ``delta`` in all (a union bound over them),
+    when one row adds ``weight`` to a key's count."""
     std = _checks.positive("std", std)
     delta = _checks.probability("delta", delta)
-    return 1.0 + std * float(-ndtri(delta / max(keys_per_row, 1)))
+    return weight + std * float(-ndtri(delta / max(keys_per_row, 1)))
 
 
 def tail_cost(delta: float) -> tuple[float, float]:

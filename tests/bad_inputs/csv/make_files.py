@@ -72,8 +72,19 @@ def main() -> None:
         "tokens_and_codes.csv",
         table(
             rng,
-            income=[*sizes[:10], "N", "N"],  # a census's "not applicable", 1 row in 6
+            income=[*sizes, *["N"] * 4],  # a census's "not applicable", 1 row in 6
             code=["1", "2"],  # a question coded 1 / 2
+            label=label,
+        ),
+    )
+    days = [f"2021-{month:02d}-{day:02d}" for month in range(1, 13) for day in (3, 14, 25)]
+    write(
+        "dates.csv",
+        table(
+            rng,
+            day=days,  # ISO 8601 dates
+            stamp=[f"{d}T{h:02d}:30:00" for d in days[::4] for h in (8, 17)],  # timestamps
+            us_day=[f"{d[5:7]}/{d[8:]}/{d[:4]}" for d in days],  # a spreadsheet's m/d/Y
             label=label,
         ),
     )

@@ -1,0 +1,70 @@
+"""Dates and timestamps as numbers: days since 1970-01-01, read and written in the input's format.
+
+A column of dates is a numeric column to the generator (bounds, bins, within-bin positions);
+the format it is read and written in is public once released (the private schema counts the
+rows each format parses, :mod:`rdpgan.privacy.private_schema`) or declared (``date_format``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+# ISO 8601 and the spreadsheets' usual ones, in the order a cell is tried: a cell counts in the
+# first format it parses with (03/04/2020 is a US date, 13/04/2020 a European one).
+FORMATS = (
+    "%Y-%m-%d",
+    "%Y-%m-%dT%H:%M:%S",
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%dT%H:%M:%SZ",
+    "%m/%d/%Y",
+    "%d/%m/%Y",
+    "%d.%m.%Y",
+)
+# What every format above starts with: cells without it are not tried (fast on text columns).
+DATE_SHAPE = r"\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}"
+EPOCH = pd.Timestamp("1970-01-01")
+DAY = pd.Timedelta(days=1)
+
+
+def has_time(date_format: str) -> bool:
+    """Whether the format carries a time of day (else its numbers are whole days)."""
+    return "%H" in date_format
+
+
+def parse_dates(cells: pd.Series, date_format: str) -> np.ndarray:
+    """Days since 1970-01-01 of each cell written in ``date_format`` (NaN for any other)."""
+    text = cells.astype("string").str.strip()
+    stamps = pd.to_datetime(text, format=date_format, errors="coerce")
+    return ((stamps - EPOCH) / DAY).to_numpy(dtype=float, na_value=np.nan)
+
+
+def format_index(cells: pd.Series) -> np.ndarray:
+    """Per cell, the index in :data:`FORMATS` of the first format it parses with (-1: none)."""
+    index = np.full(len(cells), -1)
+    shaped = cells.astype("string").str.strip().str.match(DATE_SHAPE).fillna(False).to_numpy(bool)
+    for k, date_format in enumerate(FORMATS):
+        free = (index < 0) & shaped
+        if not free.any():
+            break
+        parsed = ~np.isnan(parse_dates(cells[free], date_format))
+        index[np.flatnonzero(free)[parsed]] = k
+    return index
+
+
+def dates_as_days(cells: pd.Series) -> np.ndarray:
+    """Each cell's days since 1970-01-01 in the first format it parses with (NaN: none)."""
+    days = np.full(len(cells), np.nan)
+    formats = format_index(cells)
+    for k in np.unique(formats[formats >= 0]):
+        rows = formats == k
+        days[rows] = parse_dates(cells[rows], FORMATS[k])
+    return days
+
+
+def format_days(days: np.ndarray, date_format: str) -> pd.Series:
+    """Days since 1970-01-01 written in ``date_format`` (missing stays missing)."""
+    values = np.asarray(days, dtype=float)
+    stamps = EPOCH + pd.to_timedelta(np.where(np.isnan(values), 0.0, values), unit="D")
+    text = pd.Series(stamps.round("s").strftime(date_format), dtype=object)
+    return text.where(~np.isnan(values), None)

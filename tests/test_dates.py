@@ -1,0 +1,35 @@
+"""Dates as numbers: which format a cell is read in, and back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rdpgan.data.dates import FORMATS, dates_as_days, format_days, format_index, parse_dates
+
+
+def test_each_cell_is_read_in_the_first_format_it_parses_with():
+    cells = pd.Series(
+        ["2020-01-02", "2020-01-02T10:30:00", "03/04/2020", "13/04/2020", "1.2.2021", "yes", None]
+    )
+    index = format_index(cells)
+    assert [FORMATS[k] if k >= 0 else None for k in index] == [
+        "%Y-%m-%d",
+        "%Y-%m-%dT%H:%M:%S",
+        "%m/%d/%Y",  # ambiguous: the US reading comes first
+        "%d/%m/%Y",  # no 13th month: the European one
+        "%d.%m.%Y",
+        None,
+        None,
+    ]
+    days = dates_as_days(cells)
+    assert days[0] == 18263 and days[1] == 18263 + 10.5 / 24 and np.isnan(days[5:]).all()
+
+
+def test_days_are_written_back_in_the_format_they_were_read_in():
+    for date_format in FORMATS:
+        days = np.array([18263.0, 18999.75 if "%H" in date_format else 18999.0, np.nan])
+        text = format_days(days, date_format)
+        assert text.iloc[2] is None
+        again = parse_dates(text, date_format)
+        np.testing.assert_allclose(again[:2], days[:2])
