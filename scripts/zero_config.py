@@ -30,15 +30,13 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import subprocess
-import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml
+from any_csv import timed_train  # scripts/, beside this file
 from machine_info import code_commit, machine_line
 
 from rdpgan.cli import compose_run_config
@@ -138,16 +136,6 @@ def raw_tvd(
     return float(np.mean(scores))
 
 
-def run(args: list[str], where: Path) -> tuple[dict, float]:
-    command = [sys.executable, "-m", "rdpgan.train", *args, f"hydra.run.dir={where}"]
-    start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    seconds = time.perf_counter() - start
-    if result.returncode != 0:
-        raise SystemExit(f"{shlex.join(command)} failed:\n{result.stderr[-3000:]}")
-    return read_json(where / "evaluation.json"), seconds
-
-
 def train_pair(
     table: str, dataset: DatasetConfig, root: Path, epsilon: float, seed: int, work: Path
 ) -> list[dict]:
@@ -170,7 +158,8 @@ def train_pair(
     rows = []
     for name, args in runs.items():
         where = work / f"{table}_{name}"
-        scores, seconds = run(args, where)
+        _, seconds = timed_train(args, where)
+        scores = read_json(where / "evaluation.json")
         synthetic = pd.read_csv(where / "synthetic.csv", dtype=str, keep_default_na=False)
         released = yaml.safe_load((where / "schema.yaml").read_text())
         rows.append(

@@ -461,57 +461,50 @@ def test_a_reused_one_vs_rest_schema_needs_its_positive_label(tmp_path):
     assert set(train["y"]) == {"p", "not p"}
 
 
-def test_missing_tokens_are_read_as_missing_and_written_back_as_the_input_spelled_them(tmp_path):
-    """A census-like "N" in a numeric column: numeric, "N" missing, and the synthetic CSV (of
-    the run, and of `rdpgan.sample`) spells missing values "N" again; a 1/2 code is
-    categorical over its two values. The run's schema.yaml reads the file back for free."""
+def corpus_round_trip(tmp_path: Path, name: str, n: int) -> tuple[Path, list[Path]]:
+    """A corpus file trained with nothing but its target named (a fixed draw: the files are
+    small), sampled with `rdpgan.sample`, and trained again on the run's schema.yaml (free):
+    the run, and its two synthetic files."""
     corpus = Path(__file__).resolve().parent / "bad_inputs" / "csv"
     base = [
         "dataset=csv",
-        f"dataset.path={corpus / 'tokens_and_codes.csv'}",
+        f"dataset.path={corpus / name}",
         "dataset.target=label",
         *TINY,
-        "sample.n=400",
+        f"sample.n={n}",
         "epsilon=50",
     ]
-    # 240 training rows: "N" (~40) clears the threshold at most draws, not all; a fixed draw.
     result = train_cli(tmp_path, *base, "schema=private", "privacy.noise_seed=0")
     assert result.returncode == 0, result.stderr
-    run = tmp_path / "run"
-    columns = {c["name"]: c for c in yaml.safe_load((run / "schema.yaml").read_text())["columns"]}
-    assert (columns["income"]["kind"], columns["income"]["missing_as"]) == ("continuous", "N")
-    assert columns["code"]["levels"] == ["1", "2"]
-    sampled = tmp_path / "sampled.csv"
-    written = run_cli("sample", [f"run_dir={run}", f"out={sampled}", "n=400"], cwd=tmp_path)
+    run, sampled = tmp_path / "run", tmp_path / "sampled.csv"
+    written = run_cli("sample", [f"run_dir={run}", f"out={sampled}", f"n={n}"], cwd=tmp_path)
     assert written.returncode == 0, written.stderr
-    for path in (run / "synthetic.csv", sampled):
-        income = pd.read_csv(path, dtype=str, keep_default_na=False)["income"]
-        assert "" not in set(income) and "N" in set(income), path  # ~1 row in 6
-        assert pd.to_numeric(income[income != "N"]).between(18, 41).mean() > 0.9
     (tmp_path / "again").mkdir()
     again = train_cli(tmp_path / "again", *base, f"schema.file={run / 'schema.yaml'}")
     assert again.returncode == 0, again.stderr
+    return run, [run / "synthetic.csv", sampled]
+
+
+def test_missing_tokens_are_read_as_missing_and_written_back_as_the_input_spelled_them(tmp_path):
+    """A census-like "N" in a numeric column: numeric, "N" missing, and the synthetic CSV (of
+    the run, and of `rdpgan.sample`) spells missing values "N" again; a 1/2 code is
+    categorical over its two values. (240 training rows: "N", ~40, clears the threshold at
+    most draws, not all; the draw is fixed.)"""
+    run, outputs = corpus_round_trip(tmp_path, "tokens_and_codes.csv", 400)
+    columns = {c["name"]: c for c in yaml.safe_load((run / "schema.yaml").read_text())["columns"]}
+    assert (columns["income"]["kind"], columns["income"]["missing_as"]) == ("continuous", "N")
+    assert columns["code"]["levels"] == ["1", "2"]
+    for path in outputs:
+        income = pd.read_csv(path, dtype=str, keep_default_na=False)["income"]
+        assert "" not in set(income) and "N" in set(income), path  # ~1 row in 6
+        assert pd.to_numeric(income[income != "N"]).between(18, 41).mean() > 0.9
 
 
 def test_dates_come_back_as_dates_in_their_own_format(tmp_path):
     """ISO dates, ISO timestamps and m/d/Y spreadsheet dates: numbers (days since 1970) to the
-    generator, within 2021 give or take the bounds' margin, and written as the input spelled
-    them by the run and by `rdpgan.sample`; the run's schema.yaml reads them back for free."""
-    corpus = Path(__file__).resolve().parent / "bad_inputs" / "csv"
-    base = [
-        "dataset=csv",
-        f"dataset.path={corpus / 'dates.csv'}",
-        "dataset.target=label",
-        *TINY,
-        "sample.n=300",
-        "epsilon=50",
-    ]
-    result = train_cli(tmp_path, *base, "schema=private", "privacy.noise_seed=0")
-    assert result.returncode == 0, result.stderr
-    run = tmp_path / "run"
-    sampled = tmp_path / "sampled.csv"
-    written = run_cli("sample", [f"run_dir={run}", f"out={sampled}", "n=300"], cwd=tmp_path)
-    assert written.returncode == 0, written.stderr
+    generator, in 2021's neighbourhood, and written as the input spelled them by the run and
+    by `rdpgan.sample`."""
+    run, outputs = corpus_round_trip(tmp_path, "dates.csv", 300)
     formats = {"day": "%Y-%m-%d", "stamp": "%Y-%m-%dT%H:%M:%S", "us_day": "%m/%d/%Y"}
     released = {c["name"]: c for c in yaml.safe_load((run / "schema.yaml").read_text())["columns"]}
     for name, date_format in formats.items():
@@ -520,7 +513,7 @@ def test_dates_come_back_as_dates_in_their_own_format(tmp_path):
         assert column.get("integer", False) == (name != "stamp")
         # Days since 1970, near 2021 (18628-18992): the table's own neighbourhood.
         assert 18628 - 365 <= column["lo"] < column["hi"] <= 18992 + 365
-    for path in (run / "synthetic.csv", sampled):
+    for path in outputs:
         synthetic = pd.read_csv(path, dtype=str, keep_default_na=False)
         present = 0
         for name, date_format in formats.items():
@@ -531,9 +524,6 @@ def test_dates_come_back_as_dates_in_their_own_format(tmp_path):
             assert days.between(lo - 1e-3, hi + 1e-3).all(), (path, name)
             present += len(cells)
         assert present > 0
-    (tmp_path / "again").mkdir()
-    again = train_cli(tmp_path / "again", *base, f"schema.file={run / 'schema.yaml'}")
-    assert again.returncode == 0, again.stderr
 
 
 def test_the_kind_of_a_column_follows_its_released_profile_and_values():
