@@ -187,11 +187,12 @@ def finish(
     synthetic = model.sample(cfg.sample.n)
 
     def write_all() -> None:
+        assert model.transformer is not None
         if held_out:  # (dataset.test_size=0: no sensitive file the user did not ask for)
-            atomic_write(out / "test.csv", lambda tmp: test_rows.to_csv(tmp, index=False))
+            held = model.transformer.schema.written(test_rows)  # dates as dates, tokens
+            atomic_write(out / "test.csv", lambda tmp: held.to_csv(tmp, index=False))
         model.save(out)
         write_json(out / "metrics.json", model.metrics)
-        assert model.transformer is not None
         written = model.transformer.schema.written(synthetic)
         atomic_write(out / "synthetic.csv", lambda tmp: written.to_csv(tmp, index=False))
 

@@ -23,6 +23,7 @@ from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 from rdpgan.privacy.mechanisms.partition import tail_cost
 from rdpgan.privacy.private_schema import (
     COUNT_STD_GOAL,
+    NO_VALUE_RELEASED,
     OTHER,
     SHARE_RANGE,
     Profile,
@@ -102,11 +103,10 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
     assert all(c > 0 for c in costs) and sum(costs) >= ledger["epsilon_spent"]
     columns = {c["name"]: c for c in read(run, "model.json")["schema"]}
     assert "row_id" not in columns
-    # The constant's one value clears the threshold; what its released count leaves of the rows
-    # is noise, which clears OTHER_NOISE stds about 1 time in 6: the column is then kept with
-    # a catch-all level few rows will hold, else dropped.
-    kept_constant = "constant" in columns
-    assert not kept_constant or columns["constant"]["levels"] == ["x", "(other)"]
+    # The constant's one value clears the threshold and is kept (written as it is); what its
+    # released count leaves of the rows is noise, which clears OTHER_NOISE stds about 1 time
+    # in 6, and then adds a catch-all level few rows will hold.
+    assert columns["constant"]["levels"] in (["x"], ["x", "(other)"])
     # Candidates only, and the rows of those below the noise floor as one more level.
     assert set(columns["city"]["levels"]) <= {"Paris", "Lyon", "Nice", "Rome", "(other)"}
     assert columns["grade"]["levels"] == ["A", "B", "C"]  # three classes, A scored vs the rest
@@ -115,14 +115,12 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
     summaries = [line for line in result.stdout.splitlines() if "schema:" in line]
     assert len(summaries) == 1, result.stdout
     summary = summaries[0]
-    dropped = "0 dropped;" if kept_constant else f"1 dropped (constant: {DROPPED_FEW_LEVELS})"
-    kinds = "3 categorical" if kept_constant else "2 categorical"
-    assert summary.startswith(f"released schema: {kinds}, 2 numeric, {dropped}")
+    assert summary.startswith("released schema: 3 categorical, 2 numeric, 0 dropped;")
     assert (run / "PRIVACY_WARNING.txt").read_text() == SEEDED_NOTE + "\n"  # and nothing else
     synthetic = pd.read_csv(run / "synthetic.csv")
     assert set(synthetic["grade"]) <= {"A", "B", "C"}
     written = yaml.safe_load((run / "schema.yaml").read_text())
-    assert written["dropped"] == ({} if kept_constant else {"constant": DROPPED_FEW_LEVELS})
+    assert written["dropped"] == {}
 
     # Resume, evaluation and the report read the released schema back: nothing is released twice.
     assert [c["name"] for c in written["columns"]] == list(columns)
@@ -198,9 +196,6 @@ def test_a_delta_too_large_for_the_rows_is_refused_from_the_released_row_count(t
         "schema_new_values",
         "label_counts",
     ]
-
-
-DROPPED_FEW_LEVELS = "fewer than two levels released"
 
 
 def forbidden_release(*args, **kwargs):
@@ -547,13 +542,15 @@ def test_the_kind_of_a_column_follows_its_released_profile_and_values():
 def test_values_left_out_of_the_released_levels_get_a_level_of_their_own():
     """A 93/7 flag whose rare value did not clear the threshold keeps a second level, OTHER;
     a column whose released levels hold all its values gets none, and neither does one whose
-    left-out share is within the noise."""
+    left-out share is within the noise (a near-constant column keeps its one value); a column
+    without a released value (an identifier) is dropped."""
     config = SchemaConfig(source="private")
     flag = levels_spec("flag", {"no": 930.0}, 1000.0, 20.0, config)
     assert flag.levels == ["no", OTHER] and flag.other == OTHER and not flag.unlisted_as_missing
     full = levels_spec("city", {"a": 600.0, "b": 400.0}, 1000.0, 20.0, config)
     assert full.levels == ["a", "b"] and full.other is None and full.unlisted_as_missing
-    assert levels_spec("constant", {"x": 990.0}, 1000.0, 20.0, config) == DROPPED_FEW_LEVELS
+    assert levels_spec("constant", {"x": 990.0}, 1000.0, 20.0, config).levels == ["x"]
+    assert levels_spec("row_id", {}, 1000.0, 20.0, config) == NO_VALUE_RELEASED
     column = Schema.from_specs([flag])["flag"]
     codes = column.encode(pd.Series(["no", "yes", "maybe", None]))
     assert column.decode(codes).tolist() == ["no", OTHER, OTHER, None]
@@ -606,3 +603,20 @@ def test_a_run_on_a_three_class_target_samples_all_three(tmp_path):
     synthetic = pd.read_csv(tmp_path / "run" / "synthetic.csv")
     assert set(synthetic["y"]) == {"p", "q", "r"}
     assert read(tmp_path / "run", "model.json")["positive_label"] == "r"
+
+
+def test_dates_reach_the_training_and_held_out_rows_as_days():
+    """The rows the generator trains on (and the held-out ones) hold the dates as days, each
+    cell parsed once in the released format: not read again as text and lost."""
+    corpus = Path(__file__).resolve().parent / "bad_inputs" / "csv" / "dates.csv"
+    dataset = compose_run_config(
+        ["dataset=csv", f"dataset.path={corpus}", "dataset.target=label"]
+    ).dataset
+    budget, rng = SchemaBudget(50.0, 1e-5), np.random.default_rng(0)
+    train, test, release = load_tables(dataset, SchemaConfig(source="private"), None, budget, rng)
+    for rows in (train, test):
+        for name in ("day", "stamp", "us_day"):
+            assert rows[name].notna().mean() > 0.95, name
+            assert rows[name].between(18628 - 1, 18992 + 1).mean() > 0.9  # 2021, as days
+    written = release.schema.written(test)
+    assert release.schema.conform(written)[["day", "stamp"]].equals(test[["day", "stamp"]])

@@ -65,6 +65,9 @@ def dates_as_days(cells: pd.Series) -> np.ndarray:
 def format_days(days: np.ndarray, date_format: str) -> pd.Series:
     """Days since 1970-01-01 written in ``date_format`` (missing stays missing)."""
     values = np.asarray(days, dtype=float)
-    stamps = EPOCH + pd.to_timedelta(np.where(np.isnan(values), 0.0, values), unit="D")
+    # Within what a timestamp holds (years 1678-2261): a bound past it is clipped to it.
+    reach = (pd.Timestamp.max - EPOCH) / DAY - 1, (pd.Timestamp.min - EPOCH) / DAY + 1
+    finite = np.clip(np.where(np.isnan(values), 0.0, values), reach[1], reach[0])
+    stamps = EPOCH + pd.to_timedelta(finite, unit="D")
     text = pd.Series(stamps.round("s").strftime(date_format), dtype=object)
     return text.where(~np.isnan(values), None)

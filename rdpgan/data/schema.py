@@ -88,7 +88,10 @@ class Continuous:
 
     def parse(self, cells: pd.Series) -> pd.Series:
         """The column's numbers from its cells: dates in ``date_format`` as days, the
-        ``missing_as`` token and anything else that is no number as missing."""
+        ``missing_as`` token and anything else that is no number as missing. Numbers already
+        (rows parsed once, days) are themselves."""
+        if pd.api.types.is_numeric_dtype(cells):
+            return cells.astype(float)
         if self.missing_as is not None:
             cells = cells.where(cells.astype(str).str.strip() != self.missing_as)
         if self.date_format is not None:

@@ -184,14 +184,15 @@ class ComposingGaussianAccountant(GaussianAccountant):
 # Opacus's default orders stop at 63, where the conversion alone costs ~0.1 at delta=1e-5 (a
 # small release, or a whole run at epsilon 0.1, cannot be certified at all); the larger orders
 # only add candidates to the minimum, so every epsilon is as tight or tighter.
-RDP_ORDERS = (*RDPAccountant.DEFAULT_ALPHAS, 80, 96, 128, 192, 256, 384, 512, 768, 1024)
+OPACUS_ORDERS = tuple(RDPAccountant.DEFAULT_ALPHAS)  # what Opacus's PRV sizes its grid with
+RDP_ORDERS = (*OPACUS_ORDERS, 80, 96, 128, 192, 256, 384, 512, 768, 1024)
 
 
 @lru_cache(maxsize=4096)
-def _rdp_per_step(sigma: float, q: float) -> np.ndarray:
-    """One step's RDP at :data:`RDP_ORDERS`; cached because searches re-ask constantly."""
+def _rdp_per_step(sigma: float, q: float, orders: tuple[float, ...] = RDP_ORDERS) -> np.ndarray:
+    """One step's RDP at ``orders``; cached because searches re-ask constantly."""
     out = np.asarray(
-        rdp_analysis.compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=RDP_ORDERS),
+        rdp_analysis.compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=list(orders)),
         dtype=float,
     )
     out.setflags(write=False)
@@ -207,15 +208,15 @@ class WideRDPAccountant(RDPAccountant):
         return super().get_privacy_spent(delta=delta, alphas=alphas or list(RDP_ORDERS))
 
 
-def _rdp_epsilon(history: History, delta: float) -> float:
+def _rdp_epsilon(history: History, delta: float, orders: tuple[float, ...] = RDP_ORDERS) -> float:
     # Same numbers as WideRDPAccountant.get_epsilon (compute_rdp is linear in steps), but cached.
-    total = sum(_rdp_per_step(sigma, q) * steps for sigma, q, steps in history)
+    total = sum(_rdp_per_step(sigma, q, orders) * steps for sigma, q, steps in history)
     with warnings.catch_warnings():
         # Opacus warns when the best order is an end of its order list (e.g. at the small
         # epsilon of the label release alone): the bound is still valid, only perhaps not the
         # tightest, and the user cannot act on it.
         warnings.filterwarnings("ignore", message="Optimal order is the")
-        eps, _ = rdp_analysis.get_privacy_spent(orders=RDP_ORDERS, rdp=total, delta=delta)
+        eps, _ = rdp_analysis.get_privacy_spent(orders=list(orders), rdp=total, delta=delta)
     return float(eps)
 
 
@@ -233,9 +234,11 @@ def prv_grid_points(history: History, delta: float) -> int:
         return 0
     delta_error = delta / 1000
     total = sum(steps for _, _, steps in history)
-    half_width = _rdp_epsilon(history, delta_error / 4)
+    half_width = _rdp_epsilon(history, delta_error / 4, OPACUS_ORDERS)
     for sigma, q, _ in history:
-        half_width = max(half_width, _rdp_epsilon([(sigma, q, 1)], delta_error / (8 * total)))
+        half_width = max(
+            half_width, _rdp_epsilon([(sigma, q, 1)], delta_error / (8 * total), OPACUS_ORDERS)
+        )
     half_width = max(half_width, PRV_EPS_ERROR) + 3
     mesh = PRV_EPS_ERROR / math.sqrt(total * math.log(12 / delta_error) / 2)
     return int(2 * half_width / mesh) if math.isfinite(half_width) else 2**62

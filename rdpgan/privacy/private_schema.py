@@ -42,7 +42,7 @@ import pandas as pd
 from scipy.special import ndtri
 
 from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
-from rdpgan.data.dates import FORMATS, dates_as_days, format_index, has_time
+from rdpgan.data.dates import FORMATS, dates_as_days, format_index, has_time, parse_dates
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.data.target import (
     class_key,
@@ -76,7 +76,7 @@ PROFILE_CELLS = ("missing", "text", "zero", "integer", "fraction")
 LOWEST_BAND, HIGHEST_BAND = -20, 63
 BANDS = HIGHEST_BAND - LOWEST_BAND + 1
 # Histograms each feature column adds one count per row to in the first release (profile,
-# value, band); the target adds one (its value).
+# value, band); the target adds TARGET_WEIGHT to one of its cells (its value, or missing).
 HISTOGRAMS_PER_FEATURE = 3
 # The target's counts (its values, or candidates, and its missing cells: one row adds to one of
 # them) are weighed by this much in the same Gaussian draw: its classes then carry 1/weight of
@@ -107,7 +107,10 @@ CODE_COVERAGE = 0.95
 OTHER_SHARE = 0.01
 OTHER_NOISE = 1.0
 OTHER = "(other)"
+NO_VALUE_RELEASED = "no value released (unique per row, or too rare for the noise)"
 FRACTION_SHARE = 0.1  # fewer fractions than this share of the numbers: integer
+# Text and dates count toward a column's kind only beyond this many noise stds of their cells.
+KIND_NOISE = 2.0
 POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a code of its own
 # A candidate (or a cell of the bounds' tree) counts where its noisy count clears this many
 # noise stds (a public list needs no partition-selection threshold, only to stay above the
@@ -131,8 +134,9 @@ BOUND_MARGIN = 0.02
 # (all positive): a census income's 1st percentile is then not lost in one linear cell.
 LOG_SPAN = 4.0
 # The schema's share of epsilon when ``schema.epsilon_fraction`` is not set: what makes the
-# counts' noise std COUNT_STD_GOAL rows (so a value held by 5% of a 2,000-row table clears
-# partition selection's threshold), within SHARE_RANGE. The noise std grows with the square
+# counts' noise std COUNT_STD_GOAL rows (partition selection's threshold is then ~105 rows: a
+# value held by 5% of a 2,000-row table clears it about half the time, and its column keeps
+# an "(other)" level when it does not), within SHARE_RANGE. The noise std grows with the square
 # root of the columns, so a wide table takes a larger share. The rows cannot steer it: they are
 # private, and a share chosen from a released row count would make the run's later noise
 # depend on a release, which the accountant's composition does not cover.
@@ -266,11 +270,25 @@ class Profile:
     integer: float
     fraction: float
     dates: tuple[float, ...] = ()  # per format of rdpgan.data.dates.FORMATS
+    noise: float = 0.0  # each cell's noise std
 
     @classmethod
-    def of(cls, counts: np.ndarray) -> Profile:
+    def of(cls, counts: np.ndarray, noise: float) -> Profile:
         cells = [float(c) for c in counts]
-        return cls(*cells[: len(PROFILE_CELLS)], dates=tuple(cells[len(PROFILE_CELLS) :]))
+        head, dates = cells[: len(PROFILE_CELLS)], tuple(cells[len(PROFILE_CELLS) :])
+        return cls(*head, dates=dates, noise=noise)
+
+    def beyond_noise(self, count: float) -> float:
+        """What of a noisy count its noise cannot explain (:data:`KIND_NOISE` stds)."""
+        return max(count - KIND_NOISE * self.noise, 0.0)
+
+    @property
+    def kind_present(self) -> float:
+        """The values a kind is decided among: the numbers, and the text and the most frequent
+        date format as far as they stand out of the noise (so that the noise of the text and
+        of the seven date cells does not make a column of numbers look like text)."""
+        best_date = max(self.dates, default=0.0)
+        return self.numbers + self.beyond_noise(self.text) + self.beyond_noise(best_date)
 
     @property
     def numbers(self) -> float:
@@ -292,7 +310,8 @@ class Profile:
     def date_format(self) -> str | None:
         """The format of a column of dates (:data:`NUMERIC_SHARE` of its values parse with
         one), or None."""
-        if not self.dates or sum(self.dates) < NUMERIC_SHARE * self.present:
+        best_date = max(self.dates, default=0.0)
+        if best_date <= 0 or best_date < NUMERIC_SHARE * self.kind_present:
             return None
         return FORMATS[int(np.argmax(self.dates))]
 
@@ -331,7 +350,8 @@ class Counts:
     def rows(self) -> float:
         """The rows, from every profile at once (each sums them): the median of their totals,
         far less noisy than any one."""
-        return float(np.median([p.total for p in self.profiles.values()]))
+        totals = [p.total for p in self.profiles.values()]
+        return float(np.median(totals)) if totals else 0.0
 
     def rows_std(self, std: float) -> float:
         """The noise std of :attr:`rows` when every count has noise ``std`` (a median's
@@ -383,7 +403,7 @@ def noisy_counts(
     for (name, part, _), values in zip(dense, noisy, strict=True):
         weight = TARGET_WEIGHT if name == target else 1.0
         if part == "profile":
-            out.profiles[name] = Profile.of(values)
+            out.profiles[name] = Profile.of(values, std)
         elif part == "bands":
             out.bands[name] = values
         elif part == "missing":
@@ -445,10 +465,14 @@ def position_value(position: float, lo: float, hi: float) -> float:
     return float(lo + unit * (hi - lo))
 
 
-def numbers_of(series: pd.Series, zero_mass: bool) -> np.ndarray:
-    """A column's finite numbers, dates as days (without its zeros when 0 has a code of its
-    own)."""
-    values = cell_numbers(series)
+def numbers_of(series: pd.Series, profile: Profile) -> np.ndarray:
+    """A column's finite numbers, its dates as days in their released format (without its
+    zeros when 0 has a code of its own)."""
+    if profile.date_format is not None:
+        values = parse_dates(series, profile.date_format)
+    else:
+        values = cell_numbers(series)
+    zero_mass = profile.zero_code
     values = values[np.isfinite(values)]
     return values[values != 0] if zero_mass else values
 
@@ -485,7 +509,7 @@ def numeric_bounds(
         table
         for name, (lo, hi) in ranges.items()
         for table in level_counts(
-            bound_positions(numbers_of(frame[name], profiles[name].zero_code), lo, hi),
+            bound_positions(numbers_of(frame[name], profiles[name]), lo, hi),
             DENSITY_LEVELS,
         )
     ]
@@ -506,10 +530,9 @@ def numeric_bounds(
 
 
 def is_number(value: str) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except ValueError:
-        return False
+    """Whether a released value is a finite number, as :func:`value_profile` reads one."""
+    number = pd.to_numeric(pd.Series([value], dtype=object), errors="coerce").iloc[0]
+    return bool(np.isfinite(number))
 
 
 def missing_tokens(levels: dict[Any, float]) -> dict[Any, float]:
@@ -527,9 +550,10 @@ def column_kind(profile: Profile, levels: dict[Any, float]) -> str:
     if profile.date_format is not None:
         return "continuous"
     tokens = sum(missing_tokens(levels).values())
-    numeric = profile.numbers >= NUMERIC_SHARE * profile.present or (
-        profile.numbers >= MOSTLY_NUMBERS * profile.present
-        and profile.numbers >= NUMERIC_SHARE * (profile.present - tokens)
+    present = profile.kind_present
+    numeric = profile.numbers >= NUMERIC_SHARE * present or (
+        profile.numbers >= MOSTLY_NUMBERS * present
+        and profile.numbers >= NUMERIC_SHARE * (present - tokens)
     )
     if not numeric:
         return "categorical"
@@ -606,13 +630,15 @@ def levels_spec(
 ) -> ColumnSpec | str:
     """A categorical column's spec from its released levels (the ``max_levels`` most frequent
     by noisy count, and :data:`OTHER` when they leave out enough of the ``present`` values,
-    whose noisy counts have noise ``std``), or why it is dropped."""
+    whose noisy counts have noise ``std``), or why it is dropped (no level released)."""
     frequent = sorted(found, key=lambda level: -found[level])[: config.max_levels]
     kept = {level: found[level] for level in frequent}
     other = OTHER if left_out(kept, present, std) and OTHER not in map(str, frequent) else None
+    if not frequent:  # an identifier, free text: each value too rare to be released
+        return NO_VALUE_RELEASED
+    # One level is kept too: a near-constant column (a pool area that is 0 in 99.5% of the
+    # rows) is written as its one value rather than left out of the output.
     levels = [*sorted(frequent, key=str), *([other] if other else [])]
-    if len(levels) < 2:
-        return "fewer than two levels released"
     return ColumnSpec(
         name,
         "categorical",
@@ -720,8 +746,17 @@ def schema_noise(
     if config.epsilon_fraction is not None:
         return calibrated(config.epsilon_fraction), tail
     goal = COUNT_STD_GOAL / counts_sensitivity(features)
-    least, most = (calibrated(share) for share in reversed(SHARE_RANGE))
-    return min(max(goal, least), most), tail
+    cost = accountants.epsilon(budget.noise_accountant, [(goal, 1.0, 2)], budget.delta - tail)
+    share = (cost + tail_epsilon) / budget.epsilon
+    lowest, highest = SHARE_RANGE
+    if share > highest:
+        return calibrated(highest), tail
+    if share < lowest:
+        try:
+            return calibrated(lowest), tail
+        except UserInputError:  # too small a share to certify: the goal's own (smaller) cost
+            return goal, tail
+    return goal, tail
 
 
 def private_schema(

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy.stats import norm
 
 from rdpgan import measure, synthesizer
 from rdpgan.config import DatasetConfig, ModelConfig, SchemaConfig, TrainConfig
@@ -605,7 +606,7 @@ def test_release_marginals_selects_pairs_from_released_inputs_only(monkeypatch):
 
 def test_the_private_schema_queries_move_by_at_most_one_count_each():
     """Each of a column's counts (profile, bands, candidates, values) moves by at most one
-    count in one cell between neighbouring columns: what sqrt(3 x features + 1) adds up."""
+    count in one cell between neighbouring columns: what sqrt(3 x features + 9) adds up."""
     worst = 0.0
     for seed in range(200):
         table, bigger = neighbours(seed)
@@ -626,7 +627,8 @@ def test_the_private_schema_queries_move_by_at_most_one_count_each():
 
 def raw_rows(rng: np.random.Generator, n: int, classes: tuple[str, ...]) -> pd.DataFrame:
     """Raw CSV cells, as ``schema=private`` reads them (text): numbers with words, zeros and
-    fractions, missing cells, rare and one-off levels, and a target with a trailing-dot variant."""
+    fractions, missing cells, rare and one-off levels, dates, and a target with a trailing-dot
+    variant and missing cells."""
 
     def pick(values, p=None):
         return rng.choice(np.array(values, dtype=object), n, p=p)
@@ -637,7 +639,20 @@ def raw_rows(rng: np.random.Generator, n: int, classes: tuple[str, ...]) -> pd.D
             "int": pick(["0", "3", "40", "41", None]),
             "cat": pick(["a", "b", "c", f"one-off-{rng.integers(10**6)}", None]),
             "mix": pick(["1", "two", "3", None]),
-            "y": pick(list(classes)),
+            # Dates in every format, an ambiguous one, epoch 0 (no band), and a non-date.
+            "day": pick(
+                [
+                    "2020-01-02",
+                    "03/04/2020",
+                    "13/04/2020",
+                    "1.2.2021",
+                    "2020-01-02T10:00:00Z",
+                    "1970-01-01",
+                    "2020-13-45",
+                    None,
+                ]
+            ),
+            "y": pick([*classes, None], p=[*[0.95 / len(classes)] * len(classes), 0.05]),
         }
     )
 
@@ -650,6 +665,7 @@ class SchemaQueries:
 
     def __init__(self, monkeypatch, replay: SchemaQueries | None = None):
         self.calls: list[tuple[str, object, float]] = []
+        self.thresholds: list[tuple[dict, float, float]] = []
         self.outputs: list[object] = []
         self.replay = replay
         for name in ("noisy_tables", "gaussian_partitions"):
@@ -668,6 +684,7 @@ class SchemaQueries:
 
     def gaussian_partitions(self, counts, std, threshold, rng):
         self.calls.append(("sparse", dict(counts), std))
+        self.thresholds.append((dict(counts), std, threshold))
         return self._answer({k: float(c) for k, c in counts.items() if c >= threshold})
 
 
@@ -678,16 +695,20 @@ def test_the_private_schema_moves_by_at_most_its_declared_sensitivity_per_releas
     Gaussian release draws noise for (its dense counts and its partition-selection counts)
     move by at most its noise std / the ledger's noise multiplier in L2, and there are no
     more releases at that multiplier than the ledger's steps."""
-    config = SchemaConfig(source="private", candidates={"int": ["0", "3", "40"]})
     ratios = []
     for seed in range(60):
         rng = np.random.default_rng(seed)
+        # Every third table, the target's classes are counted as candidates (dense, weighed).
+        target = {"y": ["yes", "no", "maybe", "p", "q"]} if seed % 3 == 2 else {}
+        config = SchemaConfig(source="private", candidates={"int": ["0", "3", "40"], **target})
         # One-vs-rest around "yes" (with its "yes." variant), or two classes as they come.
         classes, positive = [(("yes", "yes.", "no", "maybe"), "yes"), (("p", "q"), None)][seed % 2]
         dataset = DatasetConfig(name="t", file="", target="y", positive_label=positive)
         table = raw_rows(rng, int(rng.integers(300, 600)), classes)
         where = int(rng.integers(0, len(table) + 1))
         x = raw_rows(rng, 1, classes)
+        if seed % 4 == 1:  # a class no other row holds: a new key of the (weighed) target
+            x.loc[0, "y"] = f"new-{seed}"
         bigger = pd.concat([table.iloc[:where], x, table.iloc[where:]], ignore_index=True)
         budget = SchemaBudget(float(rng.choice([20.0, 200.0])), 1e-3)
         first = SchemaQueries(monkeypatch)
@@ -709,6 +730,13 @@ def test_the_private_schema_moves_by_at_most_its_declared_sensitivity_per_releas
                 squared = float(((b - a) ** 2).sum())
             moved[std] = moved.get(std, 0.0) + squared
         assert len(moved) <= counts.steps  # one std per release, each paid as one step
+        # A key only the added row holds (count: what one row adds to it, 1 or the target's
+        # weight) clears its threshold with at most the tail's share per key.
+        tail = release.releases[1]
+        for (a, std, threshold), (b, _, _) in zip(first.thresholds, second.thresholds, strict=True):
+            for key in set(b) - set(a):
+                share = norm.sf(threshold - b[key], scale=std)
+                assert share <= tail.delta / tail.details["keys_per_row"] * (1 + 1e-9)
         for std, squared in moved.items():
             declared = std / counts.noise_multiplier
             assert math.sqrt(squared) <= declared + SLACK

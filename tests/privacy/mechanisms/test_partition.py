@@ -12,9 +12,14 @@ from rdpgan.privacy.mechanisms.partition import gaussian_partitions, gaussian_th
 
 
 @pytest.mark.parametrize(("std", "delta", "keys"), [(1.0, 1e-6, 1), (40.0, 1e-6, 13), (5, 0.2, 4)])
-def test_a_key_only_one_row_holds_clears_the_threshold_with_its_share_of_delta(std, delta, keys):
-    threshold = gaussian_threshold(std, delta, keys)
-    assert norm.sf(threshold - 1.0, scale=std) == pytest.approx(delta / keys, rel=1e-6)
+@pytest.mark.parametrize("weight", [1.0, 3.0])
+def test_a_key_only_one_row_holds_clears_the_threshold_with_its_share_of_delta(
+    std, delta, keys, weight
+):
+    """A key the added row alone holds has count ``weight`` (the private schema weighs the
+    target's by 3): it clears the threshold with probability delta / keys, no more."""
+    threshold = gaussian_threshold(std, delta, keys, weight)
+    assert norm.sf(threshold - weight, scale=std) == pytest.approx(delta / keys, rel=1e-6)
 
 
 def test_the_added_rows_keys_are_released_no_more_often_than_the_tail_allows():
