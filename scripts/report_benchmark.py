@@ -257,7 +257,8 @@ def any_csv_section(results: Path) -> list[str]:
     private = rows[rows["schema"] == "schema=private"]
     if private.empty:
         return []
-    command = private["command"].iloc[0]
+    latest = private.iloc[-1]
+    command = latest["command"]
     met = (
         (private["share_of_real"] >= 0.90).all()
         and (rows["lines_printed"] <= 5).all()
@@ -272,9 +273,9 @@ def any_csv_section(results: Path) -> list[str]:
         " is the same eight classifiers trained on the real train split.",
         "",
         f"Command: `{re.sub(r'dataset.path=[^ ]*/', 'dataset.path=', command)}` (and the run"
-        f" directory). Machine: {rows['machine'].iloc[0]}.",
+        f" directory). Machine (latest runs): {latest['machine']}.",
         "",
-        f"The first run's schema line: `{private['schema_summary'].iloc[0]}`.",
+        f"The latest run's schema line ({latest['commit']}): `{latest['schema_summary']}`.",
         "",
         *lines,
         "",
