@@ -77,7 +77,8 @@ class SchemaConfig:
 
     ``declared``: the dataset's ``columns`` or the YAML ``file`` (public knowledge, free).
     ``private``: every column's kind, bounds and levels (and the target's classes) released with
-    DP, paid with ``epsilon_fraction`` of the run's epsilon and ``delta_fraction`` of its delta.
+    DP, paid with ``epsilon_fraction`` of the run's epsilon (unset: a share that follows the
+    number of columns) and ``delta_fraction`` of its delta.
     ``unsafe_infer``: read off the data; the run is then marked NOT end-to-end private.
     """
 
