@@ -16,6 +16,7 @@ import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -107,12 +108,18 @@ def must_fit() -> Iterator[None]:
 
 
 class Checkpointer:
-    """Saves the training state every ``train.checkpoint_every`` steps and at the end.
+    """Saves the training state at the end of every block of steps, and at the end.
+
+    A block is ``train.checkpoint_every`` steps at most, and as many as take
+    ``train.checkpoint_seconds`` at the pace measured so far (``first_checkpoint_seconds`` for
+    the first, and one step before any pace is known): a crash in the first seconds of a run
+    already has a checkpoint to resume from.
 
     Privacy is charged ahead, never behind: before a block of steps starts, ``privacy.json`` is
     rewritten as if the whole block were already spent. A run killed mid-block therefore
     resumes with those steps charged (the ledger never forgets privacy it may have used), and
-    a resumed run ends with exactly the ledger of an uninterrupted one.
+    a resumed run ends with exactly the ledger of an uninterrupted one: the blocks decide when
+    the ledger is written, never what it holds.
     """
 
     def __init__(
@@ -126,21 +133,41 @@ class Checkpointer:
         self.model, self.trainer = model, trainer
         self.discriminator, self.d_opt = discriminator, d_opt
         self.directory = directory
-        self.every = model.train_config.checkpoint_every
+        config = model.train_config
+        self.every = config.checkpoint_every
+        self.seconds = config.checkpoint_seconds
+        self.first_seconds = config.first_checkpoint_seconds
         self.prepaid_until = 0
+        self.started = monotonic()
+        self.steps_taken = 0
+        self.saved = False
 
     def _write_ledger(self, prepaid_steps: int = 0) -> None:
         assert self.model.ledger is not None
         record = self.model.ledger.to_dict(prepaid_steps if self.model.ledger.private else 0)
         write_json(self.directory / LEDGER_FILE, record)
 
+    def block(self, step: int, last: int) -> int:
+        """How many steps, from ``step``, until the next checkpoint."""
+        limit = last - step + 1
+        if self.every > 0:
+            limit = min(limit, self.every)
+        if self.seconds <= 0:
+            return limit
+        if self.steps_taken == 0:
+            return 1  # the pace is not known yet
+        pace = (monotonic() - self.started) / self.steps_taken
+        interval = self.seconds if self.saved else self.first_seconds
+        return max(1, min(limit, int(interval / max(pace, 1e-9))))
+
     def before(self, step: int, last: int) -> None:
         if step > self.prepaid_until:
-            self.prepaid_until = last if self.every <= 0 else min(last, step - 1 + self.every)
+            self.prepaid_until = step - 1 + self.block(step, last)
             self._write_ledger(prepaid_steps=self.prepaid_until - step + 1)
 
     def after(self, step: int, last: int, history: list[dict[str, Any]]) -> None:
-        if step == last or (self.every > 0 and step % self.every == 0):
+        self.steps_taken += 1
+        if step == last or step == self.prepaid_until:
             self.save(step, history, finished=step == last)
 
     def save(self, step: int, history: list[dict[str, Any]], finished: bool = False) -> None:
@@ -163,4 +190,5 @@ class Checkpointer:
         save(self.directory, step, tensors, meta)
         # The ledger is exact again: only the steps actually taken are charged.
         self.prepaid_until = step
+        self.saved = True
         self._write_ledger()

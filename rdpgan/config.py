@@ -223,8 +223,13 @@ class TrainConfig:
     # function of G's iterates alone, so it costs no privacy.
     generator_ema: float = 0.99
     progress: bool = True
-    # Save the training state every N discriminator steps (0: only at the end).
+    # Save the training state at most every N discriminator steps (0: no limit in steps) ...
     checkpoint_every: int = 500
+    # ... and at least every this many seconds of training, the first one after
+    # first_checkpoint_seconds (0: by steps only): a crash or Ctrl-C never loses more, and
+    # privacy is never charged further ahead of the last checkpoint than one interval.
+    checkpoint_seconds: float = 30.0
+    first_checkpoint_seconds: float = 10.0
     # CPU threads for torch (null: rdpgan.threads' policy, one; see results/speed.md).
     threads: int | None = None
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rdpgan import checkpoint as checkpoint_module
 from rdpgan.config import RECORDED_BEFORE
 from tests.conftest import FAST, train_cli
 
@@ -77,8 +78,9 @@ def test_sigkill_then_resume_ends_with_the_uninterrupted_ledger(
         pytest.skip("the run had written all its outputs before the kill")
     on_disk = ledger(run)
     checkpoint_step = json.loads((run / "checkpoint.json").read_text())["step"]
-    # Written ahead: the file already covers every step the killed process could have taken.
-    assert dp_steps(on_disk) >= checkpoint_step
+    # Written ahead: the file already covers every step the killed process could have taken,
+    # and no more than one block (checkpoint_every=10 here) past the last checkpoint.
+    assert checkpoint_step <= dp_steps(on_disk) <= checkpoint_step + 10
     assert on_disk["epsilon_spent"] <= on_disk["epsilon_target"]
 
     # A fresh interpreter (its own string-hash seed) against the forked run it continues.
@@ -316,3 +318,36 @@ def test_a_kill_between_the_tensors_and_the_json_leaves_the_last_complete_checkp
     meta, tensors = checkpoint.load(tmp_path)
     assert meta["step"] == 20 and torch.equal(tensors["w"], torch.ones(2))
     assert sorted(p.name for p in tmp_path.glob("*.pt")) == list(checkpoint.SLOTS)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_checkpoints_come_by_time_the_first_within_seconds(monkeypatch):
+    """One step before the pace is known; then as many steps as first_checkpoint_seconds
+    take at the pace so far; after a save, checkpoint_seconds' worth; never more than
+    checkpoint_every, nor past the last step; by steps alone with checkpoint_seconds=0."""
+    clock = Clock()
+    monkeypatch.setattr(checkpoint_module, "monotonic", clock)
+    saver = object.__new__(checkpoint_module.Checkpointer)
+    saver.every, saver.seconds, saver.first_seconds = 500, 30.0, 10.0
+    saver.started, saver.steps_taken, saver.saved = clock(), 0, False
+    assert saver.block(1, 800) == 1
+    clock.now += 0.5  # the first step took half a second (and a save)
+    saver.steps_taken = 1
+    assert saver.block(2, 800) == 20  # 10 s at 0.5 s a step
+    clock.now += 9.5
+    saver.steps_taken, saver.saved = 21, True
+    assert saver.block(22, 800) == 63  # 30 s at 10 / 21 s a step
+    assert saver.block(790, 800) == 11  # never past the last step
+    saver.every = 40
+    assert saver.block(22, 800) == 40
+    saver.seconds = 0.0
+    assert saver.block(22, 800) == 40
+    saver.every = 0
+    assert saver.block(22, 800) == 779  # one block: a checkpoint at the end only
