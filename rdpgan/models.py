@@ -11,6 +11,7 @@ one-hot block of codes (a number's place within its bin comes from a released de
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from itertools import accumulate, pairwise
 
@@ -21,17 +22,31 @@ from torch.nn import functional as F
 from rdpgan.config import ModelConfig
 from rdpgan.transform import Span, TableTransformer
 
+# oneDNN's ISA caps under which bfloat16 products are still native (the rest, e.g. AVX2, cap
+# the CPU below AVX-512 BF16: how an AVX2-only machine is emulated on a faster one).
+BF16_ISAS = ("BF16", "AMX", "AVX10", "ALL", "DEFAULT")
+
+
+def isa_capped_below_bf16() -> bool:
+    """Whether ``ONEDNN_MAX_CPU_ISA`` or ``ATEN_CPU_CAPABILITY`` caps this process below native
+    bfloat16 products, whatever the CPU has."""
+    onednn = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    aten = os.environ.get("ATEN_CPU_CAPABILITY", "").lower()
+    capped = bool(onednn) and not any(isa in onednn for isa in BF16_ISAS)
+    return capped or aten in ("avx2", "default")
+
 
 def native_bf16(device: torch.device) -> bool:
     """Whether ``device`` multiplies bfloat16 matrices natively (elsewhere it is emulated,
-    and slower than float32)."""
+    and slower than float32); an ISA cap (:func:`isa_capped_below_bf16`) is obeyed."""
     if device.type == "cuda":
         try:
             return torch.cuda.is_bf16_supported(including_emulation=False)
         except TypeError:  # torch < 2.4 counts native support only
             return torch.cuda.is_bf16_supported()
     check = getattr(torch.cpu, "_is_avx512_bf16_supported", None)  # AVX-512 BF16 (or AMX)
-    return device.type == "cpu" and check is not None and bool(check())
+    native = check is not None and bool(check()) and not isa_capped_below_bf16()
+    return device.type == "cpu" and native
 
 
 def _mlp(sizes: Sequence[int], make_block) -> nn.Sequential:

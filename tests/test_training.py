@@ -10,7 +10,7 @@ from torch.nn import functional as F
 
 from rdpgan import training
 from rdpgan.measure import Marginals
-from rdpgan.models import Discriminator, Generator
+from rdpgan.models import Discriminator, Generator, isa_capped_below_bf16
 from rdpgan.privacy.dp_sgd import DPSGD
 from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
@@ -245,4 +245,27 @@ def test_the_generators_logits_leave_autocast_in_float32():
 
 def test_native_bf16_is_a_fact_about_the_device():
     assert isinstance(native_bf16(torch.device("cpu")), bool)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "capped"),
+    [
+        ("ONEDNN_MAX_CPU_ISA", "AVX2", True),
+        ("ONEDNN_MAX_CPU_ISA", "avx512_core", True),
+        ("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", False),
+        ("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX", False),
+        ("ONEDNN_MAX_CPU_ISA", "ALL", False),
+        ("ATEN_CPU_CAPABILITY", "avx2", True),
+        ("ATEN_CPU_CAPABILITY", "avx512", False),
+    ],
+)
+def test_an_emulated_avx2_cpu_has_no_native_bf16(monkeypatch, variable, value, capped):
+    """The caps that emulate an AVX2-only CPU (issue 29) turn native bfloat16 off, whatever
+    this CPU has; the others leave it to the CPU."""
+    for name in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, value)
+    assert isa_capped_below_bf16() is capped
+    if capped:
+        assert not native_bf16(torch.device("cpu"))
     assert native_bf16(torch.device("meta")) is False
