@@ -140,7 +140,8 @@ class Checkpointer:
         self.prepaid_until = 0
         self.started = monotonic()
         self.steps_taken = 0
-        self.saved = False
+        self.saves = 0
+        self.saving_seconds = 0.0  # not training: left out of the pace
 
     def _write_ledger(self, prepaid_steps: int = 0) -> None:
         assert self.model.ledger is not None
@@ -156,8 +157,9 @@ class Checkpointer:
             return limit
         if self.steps_taken == 0:
             return 1  # the pace is not known yet
-        pace = (monotonic() - self.started) / self.steps_taken
-        interval = self.seconds if self.saved else self.first_seconds
+        pace = (monotonic() - self.started - self.saving_seconds) / self.steps_taken
+        # The first save comes after one step; the next after first_seconds; then seconds.
+        interval = self.seconds if self.saves >= 2 else self.first_seconds
         return max(1, min(limit, int(interval / max(pace, 1e-9))))
 
     def before(self, step: int, last: int) -> None:
@@ -172,6 +174,7 @@ class Checkpointer:
 
     def save(self, step: int, history: list[dict[str, Any]], finished: bool = False) -> None:
         assert self.model.ledger is not None and self.model.generator is not None
+        began = monotonic()
         tensors = {
             "generator": self.model.generator.state_dict(),
             "discriminator": self.discriminator.state_dict(),
@@ -190,5 +193,6 @@ class Checkpointer:
         save(self.directory, step, tensors, meta)
         # The ledger is exact again: only the steps actually taken are charged.
         self.prepaid_until = step
-        self.saved = True
         self._write_ledger()
+        self.saves += 1
+        self.saving_seconds += monotonic() - began

@@ -178,6 +178,14 @@ def _validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainC
     for name, value in counts.items():  # a fraction would fail in calibration, after releases
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise UserInputError(f"{name} must be a whole number, got {value}")
+    checkpoints = {
+        "train.checkpoint_every": train.checkpoint_every,
+        "train.checkpoint_seconds": train.checkpoint_seconds,
+        "train.first_checkpoint_seconds": train.first_checkpoint_seconds,
+    }
+    for name, value in checkpoints.items():
+        if not (math.isfinite(value) and value >= 0):
+            raise UserInputError(f"{name} must be a finite number >= 0 (0: off), got {value}")
     rate = train.max_sample_rate
     if not 0.0 < rate <= 1.0:
         raise UserInputError(f"train.max_sample_rate must be in (0, 1], got {rate}")
@@ -306,8 +314,9 @@ class DPCGAN:
         A :class:`SchemaRelease` (e.g. ``schema=private``) brings its cost and notes into this
         run's ledger, composed with everything else.
 
-        With ``checkpoint_dir``, the training state is saved every ``train.checkpoint_every``
-        steps so that :meth:`resume` can continue after a crash or Ctrl-C.
+        With ``checkpoint_dir``, the training state is saved about every
+        ``train.checkpoint_seconds`` (at most every ``train.checkpoint_every`` steps) so that
+        :meth:`resume` can continue after a crash or Ctrl-C.
         """
         release = _as_release(schema)
         if release.releases and distributed.world_size() > 1:

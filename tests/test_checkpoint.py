@@ -329,25 +329,37 @@ class Clock:
 
 
 def test_checkpoints_come_by_time_the_first_within_seconds(monkeypatch):
-    """One step before the pace is known; then as many steps as first_checkpoint_seconds
-    take at the pace so far; after a save, checkpoint_seconds' worth; never more than
-    checkpoint_every, nor past the last step; by steps alone with checkpoint_seconds=0."""
-    clock = Clock()
-    monkeypatch.setattr(checkpoint_module, "monotonic", clock)
-    saver = object.__new__(checkpoint_module.Checkpointer)
-    saver.every, saver.seconds, saver.first_seconds = 500, 30.0, 10.0
-    saver.started, saver.steps_taken, saver.saved = clock(), 0, False
-    assert saver.block(1, 800) == 1
-    clock.now += 0.5  # the first step took half a second (and a save)
-    saver.steps_taken = 1
-    assert saver.block(2, 800) == 20  # 10 s at 0.5 s a step
-    clock.now += 9.5
-    saver.steps_taken, saver.saved = 21, True
-    assert saver.block(22, 800) == 63  # 30 s at 10 / 21 s a step
-    assert saver.block(790, 800) == 11  # never past the last step
-    saver.every = 40
-    assert saver.block(22, 800) == 40
-    saver.seconds = 0.0
-    assert saver.block(22, 800) == 40
-    saver.every = 0
-    assert saver.block(22, 800) == 779  # one block: a checkpoint at the end only
+    """Driven as run_steps drives it, on a fake clock (0.5 s a step, 5 s a save): a save after
+    the first step, the next ~10 s of training later (first_checkpoint_seconds), then every
+    ~30 s (the saves' own time left out of the pace), every step prepaid before it is taken;
+    checkpoint_every caps a block, and checkpoint_seconds=0 goes by steps alone."""
+
+    def saves_of(every: int, seconds: float, last: int = 200) -> list[int]:
+        clock = Clock()
+        monkeypatch.setattr(checkpoint_module, "monotonic", clock)
+        saver = object.__new__(checkpoint_module.Checkpointer)
+        saver.every, saver.seconds, saver.first_seconds = every, seconds, 10.0
+        saver.started, saver.steps_taken, saver.saves, saver.saving_seconds = clock(), 0, 0, 0.0
+        saver.prepaid_until, saved = 0, []
+
+        def save(step, history, finished=False):
+            began = clock()
+            clock.now += 5.0
+            saver.prepaid_until = step
+            saver.saves += 1
+            saver.saving_seconds += clock() - began
+            saved.append(step)
+
+        saver.save = save
+        saver._write_ledger = lambda prepaid_steps=0: None
+        for step in range(1, last + 1):
+            saver.before(step, last)
+            assert saver.prepaid_until >= step  # charged before it is taken
+            clock.now += 0.5
+            saver.after(step, last, [])
+        return saved
+
+    assert saves_of(500, 30.0) == [1, 21, 81, 141, 200]
+    assert saves_of(40, 30.0) == [1, 21, 61, 101, 141, 181, 200]
+    assert saves_of(50, 0.0) == [50, 100, 150, 200]
+    assert saves_of(0, 0.0) == [200]
