@@ -90,10 +90,18 @@ class Continuous:
         """The column's numbers from its cells: dates in ``date_format`` as days, the
         ``missing_as`` token and anything else that is no number as missing. Numbers already
         (rows parsed once, days) are themselves."""
+        return self.numbers(self.unspelled(cells))
+
+    def unspelled(self, cells: pd.Series) -> pd.Series:
+        """The cells, with the ``missing_as`` token as missing."""
+        if self.missing_as is None or pd.api.types.is_numeric_dtype(cells):
+            return cells
+        return cells.where(cells.astype(str).str.strip() != self.missing_as)
+
+    def numbers(self, cells: pd.Series) -> pd.Series:
+        """Cells without a missing token as numbers (dates as days; anything else missing)."""
         if pd.api.types.is_numeric_dtype(cells):
             return cells.astype(float)
-        if self.missing_as is not None:
-            cells = cells.where(cells.astype(str).str.strip() != self.missing_as)
         if self.date_format is not None:
             return pd.Series(parse_dates(cells, self.date_format), index=cells.index)
         return pd.to_numeric(cells, errors="coerce")
@@ -385,11 +393,9 @@ class Schema:
             if isinstance(column, Categorical):
                 out[column.name] = column.decode(column.encode(series))
                 continue
-            values = column.parse(series)
-            spelled_missing = series.astype(str).str.strip() == column.missing_as
-            if (values.isna() & series.notna() & ~spelled_missing).any() and not (
-                column.unlisted_as_missing
-            ):
+            series = column.unspelled(series)
+            values = column.numbers(series)
+            if (values.isna() & series.notna()).any() and not column.unlisted_as_missing:
                 raise UserInputError(
                     f"column {column.name!r} holds a value that is not a number{NO_VALUES}"
                 )

@@ -369,13 +369,14 @@ def noisy_counts(
     config: SchemaConfig,
     std: float,
     tail: float,
+    keys: int,
     rng: np.random.Generator,
 ) -> Counts:
     """Release 1 (see the module docstring): one Gaussian draw over every dense count (profiles,
     bands, candidate counts, the target's missing cells) and partition selection over the
-    values of the columns without candidates, each new key clearing its threshold with
-    probability ``tail`` / keys in all. One row adds one count to each of 3 histograms per
-    feature and :data:`TARGET_WEIGHT` to one of the target's cells."""
+    values of the columns without candidates, the ``keys`` new keys one row may hold clearing
+    their thresholds with probability ``tail`` in all. One row adds one count to each of 3
+    histograms per feature and :data:`TARGET_WEIGHT` to one of the target's cells."""
     dense: list[tuple[str, str, np.ndarray]] = []
     sparse: dict[tuple[str, str], float] = {}
     for name in [*features, target]:
@@ -392,7 +393,6 @@ def noisy_counts(
         else:
             sparse.update({(name, v): weight * c for v, c in value_counts(series).items()})
     noisy = noisy_tables([counts for *_, counts in dense], std, rng) if dense else []
-    keys = selected_columns([*features, target], config)
     kept = {}
     for weight, names in ((1.0, set(features)), (TARGET_WEIGHT, {target})):
         part = {key: count for key, count in sparse.items() if key[0] in names}
@@ -612,17 +612,14 @@ def unclassed(counts: Counts, classes: dict[Any, float], std: float) -> bool:
     """Whether the released ``classes`` (noise ``std``) leave out more of the rows with a class
     than :data:`TARGET_NOISE` stds of the estimate's noise, or :data:`OTHER_SHARE` of them."""
     noise = math.sqrt(counts.rows_std(std * TARGET_WEIGHT) ** 2 + (1 + len(classes)) * std**2)
-    present = counts.rows - counts.target_missing
-    rest = present - sum(classes.values())
-    return rest >= max(OTHER_SHARE * present, TARGET_NOISE * noise)
+    return left_out(classes, counts.rows - counts.target_missing, TARGET_NOISE * noise)
 
 
-def left_out(found: dict[Any, float], present: float, std: float) -> bool:
-    """Whether released levels (noisy counts ``found``, noise ``std``) leave out enough of the
-    ``present`` values to be more than noise: :data:`OTHER_SHARE` of them, and
-    :data:`OTHER_NOISE` stds of their difference."""
+def left_out(found: dict[Any, float], present: float, floor: float) -> bool:
+    """Whether released levels (noisy counts ``found``) leave out of the ``present`` values
+    :data:`OTHER_SHARE` of them and at least ``floor`` (what the noise could explain)."""
     rest = present - sum(found.values())
-    return rest >= max(OTHER_SHARE * present, OTHER_NOISE * math.sqrt(2.0) * std)
+    return rest >= max(OTHER_SHARE * present, floor)
 
 
 def levels_spec(
@@ -632,10 +629,12 @@ def levels_spec(
     by noisy count, and :data:`OTHER` when they leave out enough of the ``present`` values,
     whose noisy counts have noise ``std``), or why it is dropped (no level released)."""
     frequent = sorted(found, key=lambda level: -found[level])[: config.max_levels]
-    kept = {level: found[level] for level in frequent}
-    other = OTHER if left_out(kept, present, std) and OTHER not in map(str, frequent) else None
     if not frequent:  # an identifier, free text: each value too rare to be released
         return NO_VALUE_RELEASED
+    kept = {level: found[level] for level in frequent}
+    # OTHER_NOISE stds of the difference of two noisy counts.
+    beyond_noise = left_out(kept, present, OTHER_NOISE * math.sqrt(2.0) * std)
+    other = OTHER if beyond_noise and OTHER not in map(str, frequent) else None
     # One level is kept too: a near-constant column (a pool area that is 0 in 99.5% of the
     # rows) is written as its one value rather than left out of the output.
     levels = [*sorted(frequent, key=str), *([other] if other else [])]
@@ -815,7 +814,7 @@ def private_schema(
         )
     if pay is not None:
         pay(releases)
-    counts = noisy_counts(frame, features, target, config, std, tail, rng)
+    counts = noisy_counts(frame, features, target, config, std, tail, selected, rng)
     frame, classes, positive = private_target(frame, dataset, counts, std / TARGET_WEIGHT)
     specs: dict[str, ColumnSpec] = {}
     dropped: dict[str, str] = {}
