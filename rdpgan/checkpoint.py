@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from rdpgan.config import TrainConfig
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
-from rdpgan.privacy.ledger import LEDGER_FILE
-
-if TYPE_CHECKING:  # the model and trainer whose state is saved; they import this module
-    from rdpgan.models import Discriminator
-    from rdpgan.synthesizer import DPCGAN
-    from rdpgan.training import CGANTrainer
+from rdpgan.privacy.budget import LEDGER_FILE
+from rdpgan.privacy.ledger import PrivacyLedger
 
 SLOTS = ("checkpoint.a.pt", "checkpoint.b.pt")
 META = "checkpoint.json"
@@ -124,16 +121,16 @@ class Checkpointer:
 
     def __init__(
         self,
-        model: DPCGAN,
-        trainer: CGANTrainer,
-        discriminator: Discriminator,
-        d_opt: torch.optim.Optimizer,
         directory: Path,
+        config: TrainConfig,
+        ledger: PrivacyLedger,
+        tensors: Callable[[], dict[str, Any]],
+        describe: Callable[[], dict[str, Any]],
     ):
-        self.model, self.trainer = model, trainer
-        self.discriminator, self.d_opt = discriminator, d_opt
-        self.directory = directory
-        config = model.train_config
+        """``tensors``: the training state's tensors at the moment of a save (weights,
+        optimizer moments, RNG state); ``describe``: the model's JSON description."""
+        self.directory, self.ledger = directory, ledger
+        self.tensors, self.describe = tensors, describe
         self.every = config.checkpoint_every
         self.seconds = config.checkpoint_seconds
         self.first_seconds = config.first_checkpoint_seconds
@@ -144,8 +141,7 @@ class Checkpointer:
         self.saving_seconds = 0.0  # not training: left out of the pace
 
     def _write_ledger(self, prepaid_steps: int = 0) -> None:
-        assert self.model.ledger is not None
-        record = self.model.ledger.to_dict(prepaid_steps if self.model.ledger.private else 0)
+        record = self.ledger.to_dict(prepaid_steps if self.ledger.private else 0)
         write_json(self.directory / LEDGER_FILE, record)
 
     def block(self, step: int, last: int) -> int:
@@ -173,23 +169,14 @@ class Checkpointer:
             self.save(step, history, finished=step == last)
 
     def save(self, step: int, history: list[dict[str, Any]], finished: bool = False) -> None:
-        assert self.model.ledger is not None and self.model.generator is not None
         began = monotonic()
-        tensors = {
-            "generator": self.model.generator.state_dict(),
-            "discriminator": self.discriminator.state_dict(),
-            "generator_optimizer": self.trainer.generator_optimizer.state_dict(),
-            "discriminator_optimizer": self.d_opt.state_dict(),
-            "rng": torch.get_rng_state(),
-        }
-        if self.trainer.generator_average is not None:
-            tensors["generator_average"] = self.trainer.generator_average.state_dict()
         meta = {
-            "model": self.model.describe(),
-            "ledger": self.model.ledger.to_dict(),
+            "model": self.describe(),
+            "ledger": self.ledger.to_dict(),
             "history": history,
             "finished": finished,
         }
+        tensors = self.tensors()
         save(self.directory, step, tensors, meta)
         # The ledger is exact again: only the steps actually taken are charged.
         self.prepaid_until = step

@@ -172,13 +172,13 @@ class ModelConfig:
     # 2-way TVD closer and costs its pool in time; it repeated rows (about half of Adult's at
     # ε=8) until numbers were placed by released densities. 1: keep every generated row.
     # null: 4 where the released marginals are precise, else 1
-    # (rdpgan.synthesizer.RAKING_NOISE_LIMIT; what runs saved before 1 was the default record).
+    # (rdpgan.sampler.RAKING_NOISE_LIMIT; what runs saved before 1 was the default record).
     sample_pool: int | None = None
     # Sampling shifts each code's logit, per class, so that G's expected code distribution of
     # every column within every class is the released one where they differ by more than its
     # noise (rdpgan.postprocess): post-processing (no privacy cost), ~6% of sampling's speed
     # and a fit once per model (0.3 s on Adult), and it combines with raking. null:
-    # where the released marginals are precise (rdpgan.synthesizer.TILT_NOISE_LIMIT; rounds
+    # where the released marginals are precise (rdpgan.sampler.TILT_NOISE_LIMIT; rounds
     # 19-20 of results/tuning_adult.csv). Saved runs without this setting sample untilted (from
     # the distribution they sampled; a seed's rows change with rdpgan's version).
     tilt_sampling: bool | None = None

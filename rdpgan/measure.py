@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
 
 import numpy as np
 
 from rdpgan.data.discretize import joint_counts, table_sizes
 from rdpgan.errors import UserInputError
+from rdpgan.marginals import Marginals, shrink_toward
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism
 from rdpgan.privacy.mechanisms.gaussian import noisy_histogram, noisy_tables
@@ -53,35 +52,6 @@ PAIR_NOISE_LIMIT = 0.5
 # Pairs beyond the spanning forest, as a share of its edges: a tree links every column but
 # leaves most strong dependences (education with marital status, ...) to G alone.
 EXTRA_PAIRS = 1.0
-
-
-@dataclass
-class Marginals:
-    """Everything G and the sampler match: released statistics (as safe to keep as the model)
-    and the public maps from each column's codes to its coarse codes."""
-
-    by_class: list[np.ndarray]  # per feature column: [class, code] distributions
-    pairs: list[tuple[int, int]]  # feature column pairs, chosen privately
-    joint: list[np.ndarray]  # per pair: [coarse code, coarse code] distribution
-    maps: list[np.ndarray]  # per feature column: code -> coarse code (public)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            # Full precision (JSON floats round-trip): a loaded model samples the same rows.
-            "by_class": [t.tolist() for t in self.by_class],
-            "pairs": [list(p) for p in self.pairs],
-            "joint": [t.tolist() for t in self.joint],
-            "maps": [m.tolist() for m in self.maps],
-        }
-
-    @classmethod
-    def from_dict(cls, record: dict[str, Any]) -> Marginals:
-        return cls(
-            [np.asarray(t, dtype=float) for t in record["by_class"]],
-            [(int(i), int(j)) for i, j in record["pairs"]],
-            [np.asarray(t, dtype=float) for t in record["joint"]],
-            [np.asarray(m, dtype=np.int64) for m in record["maps"]],
-        )
 
 
 #: The ledger names of the releases G and the sampler match.
@@ -487,13 +457,3 @@ def conditional_distributions(counts: np.ndarray, noise_std: float) -> np.ndarra
     pooled = consistent_table(counts.sum(axis=0), float(totals.sum()))
     within = np.stack([consistent_table(row, t) for row, t in zip(counts, totals, strict=True)])
     return shrink_toward(pooled, within, (noise_std / totals)[:, None] ** 2)
-
-
-def shrink_toward(anchor: np.ndarray, noisy: np.ndarray, variance: np.ndarray) -> np.ndarray:
-    """``noisy`` distributions (last axis) moved toward ``anchor`` cell by cell, by max(0, 1 -
-    variance / d^2) of their difference d: a difference well above the noise is kept, one
-    within it dropped; renormalised."""
-    deviation = noisy - anchor
-    shrink = np.clip(1.0 - variance / np.maximum(deviation**2, 1e-12), 0.0, 1.0)
-    shrunk = np.clip(anchor + shrink * deviation, 0.0, None)
-    return shrunk / shrunk.sum(axis=-1, keepdims=True)

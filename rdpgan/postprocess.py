@@ -27,7 +27,7 @@ import torch
 from torch.nn import functional as F
 
 from rdpgan.data.discretize import cell_index
-from rdpgan.measure import Marginals, shrink_toward
+from rdpgan.marginals import Marginals, shrink_toward
 from rdpgan.models import Generator
 
 #: Most IPF sweeps over the tables; the weights settle within a few dozen on real tables.
@@ -55,7 +55,7 @@ def tilt_goal(released: np.ndarray, own: np.ndarray, variance: float) -> np.ndar
     """A block's goal for the tilt: its released code distribution, with RAKING_FLOOR spread
     evenly over its codes (so that no code is tilted out of reach), then shrunk toward G's
     ``own`` cell by cell where the two differ by no more than the release's noise
-    (``variance`` per cell, in probability units, :func:`rdpgan.measure.shrink_toward`): G is
+    (``variance`` per cell, in probability units, :func:`rdpgan.marginals.shrink_toward`): G is
     not tilted toward the noise of a small class or a small ε, nor, where the noise's standard
     deviation is at least the floor's share of a code, are codes that both call empty lifted
     to the floor."""

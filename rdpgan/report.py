@@ -31,7 +31,7 @@ from rdpgan.audit import FPR_TARGETS, AuditResult, audit
 from rdpgan.cli import guarded, precheck_overrides, read_run_config, to_typed
 from rdpgan.config import ReportConfig, register_configs
 from rdpgan.io import atomic_write, read_json
-from rdpgan.privacy.ledger import LEDGER_FILE
+from rdpgan.privacy.budget import LEDGER_FILE
 from rdpgan.privacy.tradeoff import clt_mu, gdp_tradeoff, privacy_profile, tradeoff
 from rdpgan.quality import write_quality
 from rdpgan.runs import load_run_tables, require_finished, require_held_out

@@ -23,7 +23,8 @@ from rdpgan.data.schema import Schema
 from rdpgan.data.schema_file import read_schema_file, schema_yaml
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import atomic_write
-from rdpgan.privacy.ledger import LEDGER_FILE, Release
+from rdpgan.privacy.budget import LEDGER_FILE
+from rdpgan.privacy.ledger import Release
 from rdpgan.privacy.private_schema import SchemaBudget, SchemaRelease
 from rdpgan.privacy.randomness import SCHEMA_STREAM, SecretRandomness
 

@@ -44,7 +44,8 @@ from rdpgan.config import SampleCliConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write
-from rdpgan.synthesizer import DPCGAN, check_sample_pool
+from rdpgan.sampler import check_sample_pool
+from rdpgan.synthesizer import DPCGAN
 
 register_configs()
 

@@ -38,7 +38,8 @@ from rdpgan.config import RunConfig, register_configs
 from rdpgan.data.split import check_test_size
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
-from rdpgan.privacy.ledger import LEDGER_FILE, Release
+from rdpgan.privacy.budget import LEDGER_FILE
+from rdpgan.privacy.ledger import Release
 from rdpgan.privacy.private_schema import SchemaRelease
 from rdpgan.runs import (
     RELEASED_SCHEMA,
@@ -48,7 +49,8 @@ from rdpgan.runs import (
     release_run_tables,
     require_held_out,
 )
-from rdpgan.synthesizer import DPCGAN, resolve_device
+from rdpgan.sampler import resolve_device
+from rdpgan.synthesizer import DPCGAN
 from rdpgan.threads import apply_thread_policy
 from rdpgan.training import TrainingInterrupted
 

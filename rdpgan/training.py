@@ -1,7 +1,7 @@
 """The CGAN's two updates, one discriminator step and one generator step, as a small object,
 and :func:`run_steps`, the loop that alternates them (with checkpoints and a clean Ctrl-C).
 
-Kept apart from :mod:`rdpgan.synthesizer` (which decides the budget and the number of steps) so
+Kept apart from :mod:`rdpgan.fitting` (which decides the budget and the number of steps) so
 the exact code that trains can also be timed by ``scripts/bench_speed.py`` and checkpointed.
 The critic is a :class:`~rdpgan.privacy.dp_sgd.DPSGD` or its non-private twin; this module does
 not know which.
@@ -20,7 +20,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,15 +30,13 @@ from torch.optim.swa_utils import AveragedModel
 from tqdm.auto import tqdm
 
 from rdpgan import distributed
+from rdpgan.checkpoint import Checkpointer
 from rdpgan.config import TrainConfig
-from rdpgan.measure import Marginals
+from rdpgan.marginals import Marginals
 from rdpgan.models import Generator, native_bf16, width_buckets
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.randomness import SecretRandomness
-
-if TYPE_CHECKING:
-    from rdpgan.checkpoint import Checkpointer
 
 # Fewest fake rows per generator step: a tiny table's expected Poisson batch can round to one
 # row, and a generator gradient from one row is mostly noise (fakes cost no privacy).

@@ -34,13 +34,13 @@ import torch
 from bench_speed import COMMIT, machine, write_speed_md
 from torch.nn import Linear
 
-from rdpgan import synthesizer
+from rdpgan import sampler as sampler_module
 from rdpgan.sample import iter_samples, load_model, sampling_workers, write_samples
 
 BAR_ROWS_PER_SECOND = 500_000  # issue 13
-ROOFLINE_ROWS = synthesizer.SAMPLE_CHUNK  # one generator pass
+ROOFLINE_ROWS = sampler_module.SAMPLE_CHUNK  # one generator pass
 OTHER_PASS_ROWS = (2_048, 16_384)  # G passes timed beside the default
-RAKED_POOL = synthesizer.RAKING_POOL  # the pool raking is timed at (the default is none)
+RAKED_POOL = sampler_module.RAKING_POOL  # the pool raking is timed at (the default is none)
 
 
 def matmul_roofline(
@@ -125,13 +125,13 @@ def main() -> None:
             """``task`` with some of the model's sampling settings (and G's pass) changed."""
 
             def changed_task() -> None:
-                shipped, shipped_rows = model.model_config, synthesizer.SAMPLE_CHUNK
+                shipped, shipped_rows = model.model_config, sampler_module.SAMPLE_CHUNK
                 model.model_config = replace(shipped, **settings)
-                synthesizer.SAMPLE_CHUNK = pass_rows or shipped_rows
+                sampler_module.SAMPLE_CHUNK = pass_rows or shipped_rows
                 try:
                     task()
                 finally:
-                    model.model_config, synthesizer.SAMPLE_CHUNK = shipped, shipped_rows
+                    model.model_config, sampler_module.SAMPLE_CHUNK = shipped, shipped_rows
 
             return changed_task
 
@@ -152,7 +152,7 @@ def main() -> None:
             *(
                 (
                     f"generate + decode, G passes of {rows:,} rows "
-                    f"(default {synthesizer.SAMPLE_CHUNK:,})",
+                    f"(default {sampler_module.SAMPLE_CHUNK:,})",
                     changed(generate, rows),
                     None,
                 )
@@ -191,7 +191,7 @@ def main() -> None:
     (gflops, core_rows), (bf16_gflops, bf16_rows) = (
         matmul_roofline(model.generator, dtype) for dtype in (torch.float32, torch.bfloat16)
     )
-    pool = model.raking_pool()
+    pool = model.sampler.raking_pool()
     default = "no raking" if pool == 1 else f"raking, a pool of {pool}"
     lines = [
         "## Sampling (`python -m rdpgan.sample`)",

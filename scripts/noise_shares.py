@@ -59,7 +59,7 @@ def main() -> None:
             train=replace(cfg.train, steps=1, progress=False),
             device="cpu",
         ).fit(train_rows, table.target, table.schema, table.positive_label)
-        noise = model.marginal_noise()
+        noise = model.marginal_noise
         model.model_config = replace(model.model_config, sample_pool=None)  # the null rule
         rows.append(
             {
@@ -70,8 +70,8 @@ def main() -> None:
                 "released_rows": model.released_rows,
                 "marginal_noise": round(noise, 3),
                 "share": float(f"{noise / model.released_rows:.3g}"),
-                "tilted": model.tilting(),
-                "raked_if_pool_null": model.raking_pool() > 1,
+                "tilted": model.sampler.tilting(),
+                "raked_if_pool_null": model.sampler.raking_pool() > 1,
             }
         )
         print(rows[-1], flush=True)

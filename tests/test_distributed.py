@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from rdpgan import distributed
+from rdpgan import distributed, fitting
 from rdpgan.config import ModelConfig, PrivacyConfig
 from rdpgan.privacy.dp_sgd import DPSGD
 from rdpgan.privacy.ledger import PrivacyLedger
@@ -97,7 +97,7 @@ def test_each_rank_draws_its_own_secret_stream_and_rank_zero_that_of_one_process
     draws = {}
     for rank in (0, 1):
         monkeypatch.setattr(distributed, "rank", lambda rank=rank: rank)
-        draws[rank] = model._secret(first_step=1).numpy.integers(0, 2**53, size=8)
+        draws[rank] = fitting._secret(model, first_step=1).numpy.integers(0, 2**53, size=8)
     alone = SecretRandomness(3, FIT_STREAM, 1).numpy.integers(0, 2**53, size=8)
     assert (draws[0] == alone).all()
     assert not (draws[1] == draws[0]).any()

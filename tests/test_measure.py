@@ -10,6 +10,7 @@ import pytest
 
 from rdpgan import measure
 from rdpgan.data.schema import Schema
+from rdpgan.marginals import Marginals
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.mechanisms.gaussian import snap_grid
 from rdpgan.transform import TableTransformer
@@ -85,7 +86,7 @@ def test_release_marginals_records_every_release_and_finds_a_copied_column():
     true = np.histogram2d(a, frame["b"], bins=[3, 11], range=[[0, 3], [0, 11]])[0] / n
     assert np.abs(joint - true).sum() / 2 < 0.05
     assert [t.shape for t in released.by_class] == [(2, 3), (2, 11), (2, 2)]
-    again = measure.Marginals.from_dict(released.to_dict())
+    again = Marginals.from_dict(released.to_dict())
     assert again.pairs == released.pairs
     np.testing.assert_allclose(again.joint[0], released.joint[0], atol=1e-8)
 

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from rdpgan import synthesizer
-from rdpgan.measure import Marginals, conditional_distributions
+from rdpgan import sampler
+from rdpgan.marginals import Marginals
+from rdpgan.measure import conditional_distributions
 from rdpgan.models import Generator
 from rdpgan.postprocess import (
     RAKING_FLOOR,
@@ -210,5 +211,5 @@ def test_the_tilts_noise_limit_is_derived_from_adults_validation_rounds_alone():
     import derive_tilt_limit
 
     cells = derive_tilt_limit.load()
-    assert derive_tilt_limit.derived_limit(cells) == synthesizer.TILT_NOISE_LIMIT
+    assert derive_tilt_limit.derived_limit(cells) == sampler.TILT_NOISE_LIMIT
     assert cells["tilt_helped"].any() and not cells["tilt_helped"].all()

@@ -9,6 +9,7 @@ import os
 import pickle
 import shutil
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -233,7 +234,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_without_running_it(
 def test_the_file_does_not_depend_on_the_number_of_workers(tmp_path, trained_run):
     model = load_model(trained_run)
     # The shared run rakes and is tilted: these tests cover both.
-    assert model.raking_pool() == 4 and model.tilting()
+    assert model.sampler.raking_pool() == 4 and model.sampler.tilting()
     for workers in (1, 3):
         write_samples(
             model, tmp_path / f"w{workers}.csv", n=700, seed=3, chunk_size=100, workers=workers
@@ -272,3 +273,58 @@ def test_a_saved_run_with_a_large_pool_still_loads_and_samples(tmp_path, trained
     result = sample_cli(tmp_path, f"run_dir={run}", "out=s.csv", "n=300")
     assert result.returncode == 0, result.stderr
     assert len(pd.read_csv(tmp_path / "s.csv")) == 300
+
+
+# Modules that only fitting needs: Opacus (whose accountants pull in scipy.stats and whose
+# optimizers torch.distributed.tensor), our accountants and ledger, DP-SGD and the mechanisms.
+FIT_ONLY = (
+    "opacus",
+    "scipy",
+    "rdpgan.privacy.accountants",
+    "rdpgan.privacy.ledger",
+    "rdpgan.privacy.dp_sgd",
+    "rdpgan.privacy.mechanisms",
+    "rdpgan.fitting",
+    "rdpgan.measure",
+    "rdpgan.training",
+)
+
+
+def imported_by(tmp_path: Path, code: str) -> list[str]:
+    """The modules a fresh interpreter has imported when ``code`` ends (or exits)."""
+    listing = tmp_path / "modules.json"
+    prologue = (
+        "import atexit, json, sys\n"
+        f"dump = lambda: open({str(listing)!r}, 'w').write(json.dumps(sorted(sys.modules)))\n"
+        "atexit.register(dump)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    result = subprocess.run(
+        [sys.executable, "-c", prologue + code], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(listing.read_text())
+
+
+def fit_only(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == f or m.startswith(f + ".") for f in FIT_ONLY)]
+
+
+def test_sampling_a_saved_model_imports_none_of_the_dp_machinery(tmp_path, trained_run):
+    """Issue 29's light path: the CLI and ``DPCGAN.load(...).sample(...)`` load and sample
+    without Opacus, scipy or the accountants (counted, not timed); fitting does import them,
+    so the listing can tell."""
+    cli = (
+        "import runpy\n"
+        f"sys.argv = ['sample', 'run_dir={trained_run}', 'out={tmp_path / 's.csv'}', 'n=1000']\n"
+        "runpy.run_module('rdpgan.sample', run_name='__main__')\n"
+    )
+    api = (
+        "from rdpgan import DPCGAN\n"
+        f"assert len(DPCGAN.load({str(trained_run)!r}).sample(50)) == 50\n"
+    )
+    for code in (cli, api):
+        assert fit_only(imported_by(tmp_path, code)) == []
+    assert len(pd.read_csv(tmp_path / "s.csv")) == 1000
+    fitted = imported_by(tmp_path, "from rdpgan import fitting\n")
+    assert "opacus" in fitted and "rdpgan.privacy.accountants" in fitted

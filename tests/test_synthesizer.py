@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rdpgan import DPCGAN, measure, postprocess, synthesizer
+from rdpgan import DPCGAN, measure, postprocess, sampler
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
@@ -227,7 +227,7 @@ def test_a_release_is_on_disk_before_anything_after_its_noise_can_fail(tmp_path,
 def test_sampling_in_blocks_keeps_the_count_the_class_shares_and_the_seed(monkeypatch):
     """Raking works on blocks of output rows: every block must count, classes keep their
     released shares, the same seed gives the same table, and a fixed label holds throughout."""
-    monkeypatch.setattr(synthesizer, "RAKING_ROWS", 1600)  # blocks of 400 rows at a pool of 4
+    monkeypatch.setattr(sampler, "RAKING_ROWS", 1600)  # blocks of 400 rows at a pool of 4
     privacy = PrivacyConfig(noise_seed=1)
     settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=4)}  # (toy: too noisy)
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=privacy, **settings)
@@ -246,25 +246,25 @@ def test_tilt_sampling_takes_python_and_numpy_booleans_and_null():
 
 
 def test_a_pool_up_to_the_rows_generated_at_once_is_accepted():
-    for pool in (1, np.int64(8), synthesizer.RAKING_ROWS):
+    for pool in (1, np.int64(8), sampler.RAKING_ROWS):
         assert DPCGAN(model=ModelConfig(sample_pool=pool)).model_config.sample_pool == pool
 
 
 def test_the_rows_generated_at_once_are_bounded_whatever_the_pool(monkeypatch):
     """A pool of 8 rakes blocks of RAKING_ROWS // 8 output rows: never more than RAKING_ROWS
     generated rows at once, and every kept row still has its 8 candidates."""
-    monkeypatch.setattr(synthesizer, "RAKING_ROWS", 1000)
+    monkeypatch.setattr(sampler, "RAKING_ROWS", 1000)
     settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=8)}
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
     generated: list[int] = []
-    generate = model._generate
+    generate = sampler.Sampler.generate
 
-    def counted(labels, rng):
+    def counted(self, labels, rng):
         generated.append(len(labels))
-        return generate(labels, rng)
+        return generate(self, labels, rng)
 
-    monkeypatch.setattr(model, "_generate", counted)
+    monkeypatch.setattr(sampler.Sampler, "generate", counted)
     assert len(model.sample(1001, seed=5)) == 1001
     assert max(generated) <= 1000 and sum(generated) == 8 * 1001
 
@@ -274,7 +274,7 @@ def test_sampling_products_are_bfloat16_only_where_asked_for_and_native(monkeypa
     model.fit(toy_table(), "y", SCHEMA)
 
     def sample(bf16: bool, native: bool) -> pd.DataFrame:
-        monkeypatch.setattr(synthesizer, "native_bf16", lambda device: native)
+        monkeypatch.setattr(sampler, "native_bf16", lambda device: native)
         model.model_config.bf16_sampling = bf16
         return model.sample(2000, seed=3)
 
@@ -294,29 +294,29 @@ def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_pa
     model.fit(toy_table(), "y", SCHEMA)
     released = [r for r in model.ledger.releases if r.name in ("marginals", "pair_marginals")]
     noise = max(r.noise_multiplier * math.sqrt(r.details["tables"]) for r in released)
-    assert len(released) == 2 and model.marginal_noise() == pytest.approx(noise)
+    assert len(released) == 2 and model.marginal_noise == pytest.approx(noise)
     generated = []
-    real_generate = model._generate
+    real_generate = sampler.Sampler.generate
     monkeypatch.setattr(
-        model,
-        "_generate",
-        lambda labels, rng: generated.append(len(labels)) or real_generate(labels, rng),
+        sampler.Sampler,
+        "generate",
+        lambda self, labels, rng: generated.append(len(labels)) or real_generate(self, labels, rng),
     )
     share = noise / model.released_rows
-    for scale, pool, tilted in ((1.01, synthesizer.RAKING_POOL, True), (0.99, 1, False)):
-        monkeypatch.setattr(synthesizer, "RAKING_NOISE_LIMIT", share * scale)
-        monkeypatch.setattr(synthesizer, "TILT_NOISE_LIMIT", share * scale)
-        assert model.raking_pool() == pool and model.tilting() == tilted
-        assert (model._class_tilts() is not None) == tilted
+    for scale, pool, tilted in ((1.01, sampler.RAKING_POOL, True), (0.99, 1, False)):
+        monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", share * scale)
+        monkeypatch.setattr(sampler, "TILT_NOISE_LIMIT", share * scale)
+        assert model.sampler.raking_pool() == pool and model.sampler.tilting() == tilted
+        assert (model.sampler.class_tilts() is not None) == tilted
         generated.clear()
         assert len(model.sample(100, seed=1)) == 100 and generated == [100 * pool]
         model.save(tmp_path)
-        loaded = synthesizer.DPCGAN.load(tmp_path, device="cpu")
-        assert loaded.raking_pool() == pool and loaded.tilting() == tilted
+        loaded = DPCGAN.load(tmp_path, device="cpu")
+        assert loaded.sampler.raking_pool() == pool and loaded.sampler.tilting() == tilted
     model.model_config.sample_pool, model.model_config.tilt_sampling = 3, True
-    assert model.raking_pool() == 3 and model.tilting()
+    assert model.sampler.raking_pool() == 3 and model.sampler.tilting()
     model.model_config.tilt_sampling = False
-    assert not model.tilting() and model._class_tilts() is None
+    assert not model.sampler.tilting() and model.sampler.class_tilts() is None
 
 
 def test_a_saved_run_from_before_the_tilt_samples_untilted_as_it_did(tmp_path):
@@ -325,7 +325,7 @@ def test_a_saved_run_from_before_the_tilt_samples_untilted_as_it_did(tmp_path):
     settings = {**SMALL, "model": replace(SMALL["model"], tilt_sampling=True)}
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
-    assert model._class_tilts() is not None
+    assert model.sampler.class_tilts() is not None
     tilted = model.sample(400, seed=2)
     model.save(tmp_path)
     pd.testing.assert_frame_equal(DPCGAN.load(tmp_path, device="cpu").sample(400, seed=2), tilted)
@@ -353,7 +353,7 @@ def test_each_class_is_tilted_toward_its_own_released_distributions(monkeypatch)
     settings = {**SMALL, "model": tilted}
     model = DPCGAN(device="cpu", privacy=PrivacyConfig(name="none", accountant="none"), **settings)
     model.fit(toy_table(4000), "y", SCHEMA)
-    assert model.marginal_noise() == 0.0
+    assert model.marginal_noise == 0.0
     handed = []
     fit = postprocess.class_tilts
     monkeypatch.setattr(
@@ -361,7 +361,7 @@ def test_each_class_is_tilted_toward_its_own_released_distributions(monkeypatch)
         "class_tilts",
         lambda g, r, variance, *a: handed.append(variance) or fit(g, r, variance, *a),
     )
-    _, codes, labels = model._sample_parts(60_000, None, 1)
+    _, codes, labels = model.sampler.parts(60_000, None, 1)
     assert handed == [[0.0, 0.0]]
     released = model.marginals.by_class[0]  # x: the first feature column
     for label in (0, 1):
@@ -370,7 +370,7 @@ def test_each_class_is_tilted_toward_its_own_released_distributions(monkeypatch)
         assert 0.5 * np.abs(shares - released[label]).sum() < 0.03
         assert 0.5 * np.abs(shares - released[1 - label]).sum() > 0.3
     model.model_config.tilt_sampling = False
-    _, untilted, labels = model._sample_parts(60_000, None, 1)
+    _, untilted, labels = model.sampler.parts(60_000, None, 1)
     rows = untilted[labels == 1, 0]
     shares = np.bincount(rows, minlength=released.shape[1]) / len(rows)
     assert 0.5 * np.abs(shares - released[1]).sum() > 0.03
@@ -385,9 +385,9 @@ def test_the_tilt_noise_is_each_classs_own(monkeypatch):
     monkeypatch.setattr(
         postprocess, "class_tilts", lambda g, r, variance, *a: handed.append(variance) or []
     )
-    model._class_tilts()
+    model.sampler.class_tilts()
     counts = model.label_probs * model.released_rows
-    np.testing.assert_allclose(handed[0], (model.marginal_noise() / counts) ** 2)
+    np.testing.assert_allclose(handed[0], (model.marginal_noise / counts) ** 2)
     assert handed[0][0] != pytest.approx(handed[0][1])  # the classes differ in size
 
 
@@ -398,13 +398,13 @@ def test_fitting_again_refits_the_tilt_and_a_copy_samples_alike():
     settings = {**SMALL, "model": replace(SMALL["model"], tilt_sampling=True)}
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
-    first = model._class_tilts()
+    first = model.sampler.class_tilts()
     for other in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
-        assert other.privacy.noise_seed is None and other._tilts == {}
+        assert other.privacy.noise_seed is None and other.tilts.by_precision == {}
         pd.testing.assert_frame_equal(other.sample(300, seed=4), model.sample(300, seed=4))
     assert model.privacy.noise_seed == 1  # (the original keeps it)
     model.fit(toy_table(seed=1), "y", SCHEMA)
-    again = model._class_tilts()
+    again = model.sampler.class_tilts()
     assert not torch.equal(first[0][0], again[0][0])
 
 
@@ -483,7 +483,7 @@ def test_pairs_chosen_after_training_are_reserved_before_dp_sgd_and_raked_toward
     """Reserved (before DP-SGD, which is calibrated to the rest) only where sampling rakes,
     drawn once after training, and added to the pairs the raker matches."""
     monkeypatch.setattr(measure, "EXTRA_PAIRS", 0.0)  # a spanning tree: one of 3 pairs open
-    monkeypatch.setattr(synthesizer, "RAKING_NOISE_LIMIT", 1.0)  # precise enough to rake
+    monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 1.0)  # precise enough to rake
     settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=pool)}
     model = DPCGAN(epsilon=30.0, device="cpu", **settings)  # every pair affordable
     model.fit(toy_table(), "y", SCHEMA)

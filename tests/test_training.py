@@ -9,7 +9,7 @@ import torch
 from torch.nn import functional as F
 
 from rdpgan import training
-from rdpgan.measure import Marginals
+from rdpgan.marginals import Marginals
 from rdpgan.models import Discriminator, Generator, isa_capped_below_bf16
 from rdpgan.privacy.dp_sgd import DPSGD
 from rdpgan.privacy.ledger import PrivacyLedger

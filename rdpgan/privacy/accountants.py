@@ -40,9 +40,9 @@ from opacus.accountants.analysis import rdp as rdp_analysis
 from scipy import optimize
 from scipy.special import log_ndtr
 
+from rdpgan.privacy.budget import ACCOUNTANTS
 from rdpgan.privacy.moments import MomentsAccountant, merge_step
 
-ACCOUNTANTS = ("rdp", "moments", "prv", "gdp")
 History = list[tuple[float, float, int]]  # (noise_multiplier, sample_rate, steps)
 
 # PRV accuracy: Opacus's default. The reported epsilon is the upper end of the error interval,

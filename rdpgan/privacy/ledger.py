@@ -23,8 +23,8 @@ from typing import Any
 
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
+from rdpgan.privacy.budget import NON_PRIVATE, check_accountant
 
-NON_PRIVATE = "none"
 SEEDED_NOTE = (
     "reproducible run: the secret randomness (Poisson masks, DP noise) was keyed by a number "
     "given in the settings, not by fresh OS entropy; the guarantee holds only while that "
@@ -36,7 +36,6 @@ APPROXIMATE_NOTE = (
 )
 
 
-LEDGER_FILE = "privacy.json"  # a run directory's ledger
 # Release kinds added to the accountant's epsilon by basic composition.
 BASIC_KINDS = ("pure", "approximate")
 
@@ -70,27 +69,6 @@ class Release:
         out = asdict(self)
         out.update(out.pop("details"))
         return out
-
-
-def validate_budget(epsilon: float, delta: float, n_rows: float | None = None) -> None:
-    """Reject budgets no statistician would sign: epsilon <= 0, delta outside (0, 1/n)."""
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-        raise UserInputError(f"epsilon must be a positive number, got {epsilon}")
-    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
-        raise UserInputError(f"delta must be in (0, 1), got {delta}")
-    if n_rows is not None and delta >= 1.0 / max(n_rows, 1.0):
-        raise UserInputError(
-            f"delta={delta} is not below 1/n for this table's training rows; a delta that large "
-            "allows publishing a row outright (the row count is not shown: it is private)"
-        )
-
-
-def check_accountant(accountant: str) -> None:
-    if accountant != NON_PRIVATE and accountant not in accountants.ACCOUNTANTS:
-        raise UserInputError(
-            f"unknown accountant {accountant!r}; choose from "
-            f"{', '.join((*accountants.ACCOUNTANTS, NON_PRIVATE))}"
-        )
 
 
 class PrivacyLedger:

@@ -37,7 +37,7 @@ from rdpgan.data.schema import Schema
 from rdpgan.data.schema_file import read_schema_file, schema_yaml
 from rdpgan.data.split import check_test_size, row_draws, split
 from rdpgan.errors import UserInputError
-from rdpgan.privacy.ledger import validate_budget
+from rdpgan.privacy.budget import validate_budget
 from rdpgan.privacy.private_schema import SchemaBudget, private_schema
 from rdpgan.transform import TableTransformer
 from tests.conftest import FAST, run_cli, train_cli

@@ -8,6 +8,7 @@ import pytest
 
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
+from rdpgan.privacy.budget import validate_budget
 from rdpgan.privacy.ledger import (
     APPROXIMATE_NOTE,
     SEEDED_NOTE,
@@ -15,7 +16,6 @@ from rdpgan.privacy.ledger import (
     PrivacyLedger,
     Release,
     recompute_epsilon,
-    validate_budget,
 )
 
 GRID = [

@@ -32,7 +32,7 @@ import pytest
 import torch
 from scipy.stats import norm
 
-from rdpgan import measure, synthesizer
+from rdpgan import adaptive, fitting, measure, sampler
 from rdpgan.config import DatasetConfig, ModelConfig, SchemaConfig, TrainConfig
 from rdpgan.data.discretize import table_sizes
 from rdpgan.data.loading import load_tables
@@ -512,7 +512,7 @@ def test_the_adaptive_utilities_compare_the_rows_with_a_sample_that_ignores_them
     a sample of the trained sampler, which must not depend on the rows (else the utility's
     sensitivity would be 2). A fitted model draws on neighbouring tables' rows in turn."""
     monkeypatch.setattr(measure, "EXTRA_PAIRS", 0.0)  # leave pairs open for the picks
-    monkeypatch.setattr(synthesizer, "RAKING_NOISE_LIMIT", 1.0)  # rake these few rows
+    monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 1.0)  # rake these few rows
     model = DPCGAN(
         epsilon=30.0,
         device="cpu",
@@ -531,7 +531,7 @@ def test_the_adaptive_utilities_compare_the_rows_with_a_sample_that_ignores_them
         again.adaptive_drawn = False
         for name in (measure.ADAPTIVE_SELECTION, measure.ADAPTIVE_PAIRS):
             again.ledger.find(name).details["drawn"] = False
-        again._measure_where_g_is_wrong(encoded_by(again, frame), None)
+        adaptive.measure_where_wrong(again, encoded_by(again, frame), None)
     (
         (coarse_a, _, candidates_a, expected_a, *rest_a),
         (coarse_b, _, candidates_b, expected_b, *rest_b),
@@ -802,7 +802,7 @@ def test_a_private_run_ends_the_same_way_on_neighbouring_tables(
             continue
         # What fit and resume check next must not refuse: δ = 0.01 is not below 1/n of these
         # ~320 rows, so a check that counted the rows kept (or their classes) would.
-        synthesizer._conformed(train, "y", release.schema)
+        fitting._conformed(train, "y", release.schema)
         rows = Counter(map(tuple, train.astype(str).to_numpy().tolist()))
         endings.append(("kept", rows, release.schema.to_specs()))
     (kind_a, a, specs_a), (kind_b, b, specs_b) = endings

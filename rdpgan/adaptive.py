@@ -1,0 +1,102 @@
+"""Pairs measured after training where the generator is wrong (AIM-style, McKenna et al.
+2022): candidate pairs not yet released are scored on how far the sampler's output is from
+the rows, the worst chosen privately and measured, and sampling rakes toward them.
+
+Their budget (``privacy.adaptive_fraction``) is reserved in the ledger before DP-SGD, which is
+calibrated to what is left; they are drawn once per run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rdpgan import measure, sampler
+from rdpgan.data.discretize import table_sizes
+from rdpgan.fitted import FittedModel
+
+# Of privacy.adaptive_fraction, the share for choosing the pairs (the rest measures them): AIM
+# spends a tenth to a quarter on selection; a quarter here, as fewer rounds are run.
+SELECTION_SHARE = 0.25
+# Rows the sampler generates to compare with the private rows when choosing the pairs: their
+# counts' sampling error (~1/sqrt(rows) of a cell) is below the released noise.
+GENERATED_ROWS = 65_536
+# Pairs per column but one: fewer pairs, each measured with less noise.
+PAIRS_PER_COLUMN = 0.5
+
+
+def reserve(model: FittedModel) -> None:
+    """Reserve the pairs chosen after training (:func:`plan`) in the ledger, before DP-SGD."""
+    assert model.ledger is not None
+    rounds, selection, measured = plan(model)
+    if rounds:
+        measure.reserve_adaptive_pairs(rounds, model.ledger, selection, measured)
+
+
+def plan(model: FittedModel) -> tuple[int, float, float]:
+    """(pairs, epsilon of their choice, epsilon of their tables) chosen after training:
+    ``privacy.adaptive_fraction`` of the budget (:data:`SELECTION_SHARE` of it for the
+    choice), only where sampling rakes (their one use) and only if their tables would be as
+    precise as raking asks. How many is public: the candidates not yet released, at most
+    :data:`PAIRS_PER_COLUMN` per column but one. Decided once, before DP-SGD."""
+    assert model.ledger is not None and model.transformer is not None
+    share = model.privacy.adaptive_fraction * model.ledger.gaussian_budget()
+    if model.marginals is None or not model.marginals.pairs or share <= 0:
+        return 0, 0.0, 0.0
+    noise, rows = model.marginal_noise, model.released_rows
+    if sampler.raking_pool(model.model_config, model.marginals, noise, rows) == 1:
+        return 0, 0.0, 0.0
+    most = math.ceil(PAIRS_PER_COLUMN * (len(model.transformer.code_sizes) - 1))
+    rounds = min(most, len(_open_pairs(model)))
+    measured = share * (1 - SELECTION_SHARE)
+    if rounds and model.ledger.private:
+        if not measure.affordable(model.ledger, measured):
+            return 0, 0.0, 0.0
+        sigma = model.ledger.calibrate(1.0, 1, measured, alone=True)
+        if sigma * math.sqrt(rounds) > sampler.RAKING_NOISE_LIMIT * model.released_rows:
+            return 0, 0.0, 0.0  # raking toward tables this noisy would fit their noise
+    return rounds, share * SELECTION_SHARE, measured
+
+
+def _open_pairs(model: FittedModel) -> list[tuple[int, int]]:
+    """Candidate pairs (public: schema, budget, released row count) not yet released."""
+    assert model.marginals is not None and model.ledger is not None
+    assert model.transformer is not None
+    sizes = table_sizes(model.transformer.features, measure.PAIR_BINS)
+    share = model.privacy.adaptive_fraction * (1 - SELECTION_SHARE)
+    candidates = measure.pair_candidates(
+        sizes, model.released_rows, model.ledger, share * model.ledger.epsilon_target
+    )
+    return [p for p in candidates if p not in set(model.marginals.pairs)]
+
+
+def measure_where_wrong(
+    model: FittedModel, features: np.ndarray, noise: np.random.Generator
+) -> bool:
+    """After training: release the reserved pairs (without privacy: the planned ones),
+    chosen where the sampler's output (a post-processing of everything released) is
+    furthest from the rows, and add them to the marginals sampling rakes toward. Once per
+    run: a resumed run that drew them (or may have) does not draw again. Returns whether
+    any were drawn."""
+    assert model.ledger is not None and model.transformer is not None
+    if model.marginals is None or model.adaptive_drawn:
+        return False
+    rounds = measure.reserved_rounds(model.ledger) if model.ledger.private else plan(model)[0]
+    if not rounds:
+        return False
+    model.adaptive_drawn = True
+    candidates = _open_pairs(model)
+    sizes = table_sizes(model.transformer.features, measure.PAIR_BINS)
+    maps = model.marginals.maps
+    coarse = measure.coarsen(model.transformer.codes(features), maps)
+    generated = model.sampler.parts(GENERATED_ROWS, None, model.seed)[1]
+    coarse_generated = measure.coarsen(generated, maps)
+    scale = model.released_rows / len(coarse_generated)
+    expected = [scale * c for c in measure.pair_counts(coarse_generated, candidates, sizes)]
+    pairs, joint = measure.adaptive_pairs(
+        coarse, sizes, candidates, expected, rounds, model.released_rows, model.ledger, noise
+    )
+    model.marginals.pairs.extend(pairs)
+    model.marginals.joint.extend(joint)
+    return bool(pairs)

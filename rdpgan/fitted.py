@@ -1,0 +1,225 @@
+"""A model's settings and what fitting it left: the generator, the transformer, the released
+statistics and the ledger; written by ``save`` and read back by ``load``.
+
+Fitting (:mod:`rdpgan.fitting`) fills this in; sampling (:mod:`rdpgan.sampler`) reads it. Both
+saved files are plain: weights load with ``torch.load(weights_only=True)`` and the rest is
+JSON, so loading a model never executes code from the file, and never imports the DP
+machinery (Opacus, the accountants).
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import warnings
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from rdpgan.config import (
+    ModelConfig,
+    PrivacyConfig,
+    TrainConfig,
+    public_privacy_settings,
+    with_absent_train_settings,
+)
+from rdpgan.data.schema import Schema
+from rdpgan.errors import UserInputError
+from rdpgan.io import atomic_write, read_json, write_json
+from rdpgan.marginals import Marginals
+from rdpgan.models import Generator
+from rdpgan.privacy.budget import LEDGER_FILE, NON_PRIVATE, validate_budget
+from rdpgan.sampler import Sampler, Tilts, resolve_device
+from rdpgan.settings import validate_settings
+from rdpgan.transform import TableTransformer
+
+if TYPE_CHECKING:  # a fitted model's ledger; a loaded one has none (its privacy.json is read)
+    from rdpgan.privacy.ledger import PrivacyLedger
+
+# 2: G normalises rows with LayerNorm (format 1's BatchNorm coupled the rows of a batch).
+# 3: numeric columns as codes (bins, point masses, missing) plus a within-bin position, and
+#    released marginals instead of class profiles.
+# 4: wide numeric columns cut at equal mass of a released density, positions drawn from it
+#    (the generator no longer emits a position).
+MODEL_FORMAT = 4
+# A model.json without the setting is from before it: its rows were drawn untilted.
+RECORDED_BEFORE_TILT = {"tilt_sampling": False}
+
+
+class FittedModel:
+    """Settings, generator and released statistics of one conditional GAN."""
+
+    def __init__(
+        self,
+        epsilon: float = 8.0,
+        delta: float = 1e-5,
+        privacy: PrivacyConfig | None = None,
+        model: ModelConfig | None = None,
+        train: TrainConfig | None = None,
+        seed: int = 0,
+        device: str = "auto",
+    ):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.privacy = privacy or PrivacyConfig()
+        self.model_config = model or ModelConfig()
+        self.train_config = train or TrainConfig()
+        self.seed = seed
+        self.device = resolve_device(device)
+        if self.privacy.accountant != NON_PRIVATE:
+            validate_budget(epsilon, delta)
+        validate_settings(self.privacy, self.model_config, self.train_config)
+        self.generator: Generator | None = None
+        self.transformer: TableTransformer | None = None
+        self.ledger: PrivacyLedger | None = None
+        self.label_probs: np.ndarray | None = None
+        self.marginals: Marginals | None = None
+        # Released densities of the wide numeric columns, by name (empty: none released).
+        self.densities: dict[str, list[float]] = {}
+        # Whether the pairs chosen after training were drawn (or begun): never twice.
+        self.adaptive_drawn = False
+        self.positive_label: Any = None
+        self.released_rows = 0
+        # The noise std on one released count of the marginals (public: from the ledger).
+        self.marginal_noise = 0.0
+        self.metrics: dict[str, Any] = {}
+        self.tilts = Tilts()
+        # Opt-outs of the run that trained this model (from its ledger, or model.json on load).
+        self.privacy_notes: list[str] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy (pickle, deepcopy) without ``privacy.noise_seed``, which keys the secret noise
+        and must stay where it was given (a copy that is fitted draws fresh OS entropy)."""
+        state = dict(self.__dict__)
+        state["privacy"] = replace(self.privacy, noise_seed=None)
+        return state
+
+    @property
+    def sampler(self) -> Sampler:
+        """This model's generator and releases as a :class:`~rdpgan.sampler.Sampler` (with
+        the settings of the moment: ``model_config`` may change how a loaded model samples)."""
+        if self.generator is None or self.transformer is None or self.label_probs is None:
+            raise RuntimeError("fit or load the model before sampling")
+        return Sampler(
+            self.generator,
+            self.transformer,
+            self.label_probs,
+            self.released_rows,
+            self.marginals,
+            self.marginal_noise,
+            self.model_config,
+            self.seed,
+            self.device,
+            self.tilts,
+        )
+
+    def build_generator(self) -> Generator:
+        """A new generator for this model's table (new weights: the tilts are dropped)."""
+        assert self.transformer is not None
+        self.tilts.clear()
+        self.generator = Generator.for_table(self.model_config, self.transformer).to(self.device)
+        return self.generator
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``model.pt`` (generator weights only), ``model.json`` and ``privacy.json``."""
+        if self.generator is None or self.transformer is None or self.ledger is None:
+            raise RuntimeError("fit the model before saving it")
+        directory = Path(directory)
+        state = {k: v.detach().cpu() for k, v in self.generator.state_dict().items()}
+        atomic_write(directory / "model.pt", lambda tmp: torch.save(state, tmp))
+        write_json(directory / "model.json", self.describe())
+        write_json(directory / LEDGER_FILE, self.ledger.to_dict())
+        return directory
+
+    def describe(self) -> dict[str, Any]:
+        """Everything needed to rebuild the generator, as JSON (no pickles)."""
+        assert self.transformer is not None and self.label_probs is not None
+        return {
+            "format": MODEL_FORMAT,
+            "target": self.transformer.target,
+            "positive_label": self.positive_label,
+            "schema": self.transformer.schema.to_specs(),
+            "label_probs": [float(p) for p in self.label_probs],
+            # Released (DP) like label_probs: sampling is tilted (and raked) toward them.
+            "marginals": None if self.marginals is None else self.marginals.to_dict(),
+            # Released (DP): the wide numeric columns' bins and positions within them.
+            "densities": self.transformer.densities,
+            "adaptive_drawn": self.adaptive_drawn,
+            "marginal_noise": self.marginal_noise,
+            "released_rows": self.released_rows,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            # Read by every tool that uses this model (sample, report): a model whose ledger
+            # is not end-to-end private says so wherever it goes.
+            "end_to_end_private": bool(self.ledger and self.ledger.end_to_end),
+            "privacy_notes": list(self.ledger.notes) if self.ledger else self.privacy_notes,
+            "seed": self.seed,
+            "privacy": public_privacy_settings(self.privacy),
+            "model": asdict(self.model_config),
+            "train": asdict(self.train_config),
+        }
+
+    @classmethod
+    def from_description(cls, meta: dict[str, Any], device: str) -> Any:
+        """A model with everything but weights rebuilt from :meth:`describe`'s JSON."""
+        if meta.get("format") != MODEL_FORMAT:
+            raise UserInputError("the saved model has an unknown format version")
+        model = cls(
+            epsilon=meta["epsilon"],
+            delta=meta["delta"],
+            privacy=PrivacyConfig(**meta["privacy"]),
+            model=ModelConfig(**{**RECORDED_BEFORE_TILT, **meta["model"]}),
+            train=TrainConfig(**with_absent_train_settings(meta["train"])),
+            seed=meta["seed"],
+            device=device,
+        )
+        model.densities = {str(k): list(v) for k, v in meta["densities"].items()}
+        model.adaptive_drawn = bool(meta["adaptive_drawn"])
+        model.transformer = TableTransformer(
+            Schema.from_specs(meta["schema"]),
+            meta["target"],
+            model.model_config.numeric_bins,
+            model.densities,
+        )
+        model.positive_label = meta["positive_label"]
+        model.privacy_notes = list(meta.get("privacy_notes", []))
+        model.label_probs = np.asarray(meta["label_probs"], dtype=float)
+        marginals = meta["marginals"]
+        model.marginals = None if marginals is None else Marginals.from_dict(marginals)
+        model.released_rows = int(meta["released_rows"])
+        # Models saved before it name their sample_pool; unknown noise is not raked toward.
+        model.marginal_noise = float(meta.get("marginal_noise", math.inf))
+        return model
+
+    @classmethod
+    def load(cls, directory: str | Path, device: str = "auto") -> Any:
+        """The model :meth:`save` wrote to ``directory``, ready to sample."""
+        directory = Path(directory)
+        try:
+            model = cls.from_description(read_json(directory / "model.json"), device)
+            generator = model.build_generator()
+            with warnings.catch_warnings():  # torch warns in several lines about bad archives
+                warnings.simplefilter("ignore")
+                state = torch.load(directory / "model.pt", map_location="cpu", weights_only=True)
+            generator.load_state_dict(state)
+        except FileNotFoundError as exc:
+            raise UserInputError(
+                f"no saved model in {directory}: {Path(exc.filename).name} is missing"
+            ) from exc
+        except UserInputError:
+            raise
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            RuntimeError,
+            EOFError,
+            AttributeError,
+            OSError,
+            pickle.UnpicklingError,
+        ) as exc:
+            raise UserInputError(f"the model in {directory} is damaged or incompatible") from exc
+        return model

@@ -1,0 +1,401 @@
+"""Fitting a model: measure, then train, then measure where the generator is wrong.
+
+``fit`` spends the privacy budget in up to five releases, all composed in one ledger:
+1. the label histogram (:func:`rdpgan.measure.label_counts`), which the generator samples
+   labels from (its noisy total also stands in for the row count wherever one is needed);
+2. the densities of the wide numeric columns (:func:`rdpgan.measure.numeric_densities`),
+   which cut their bins at equal released mass and place each sampled number within its bin;
+3. with ``model.marginal_weight > 0``, the marginals (:func:`rdpgan.measure.release_marginals`:
+   each feature's code distribution per class, a private choice of column pairs and their
+   joint tables), which the generator's marginal loss matches and sampling is tilted toward
+   where they are precise, and raked toward with ``model.sample_pool`` > 1
+   (:mod:`rdpgan.postprocess`);
+4. DP-SGD on the discriminator (Poisson sampling, per-sample clipping, Gaussian noise,
+   :mod:`rdpgan.critic`);
+5. after training, pairs chosen where the sampler is furthest from the rows
+   (:mod:`rdpgan.adaptive`), reserved in the ledger before DP-SGD.
+The generator only ever sees the discriminator's outputs and these releases, so it and every
+sample drawn from it are private by post-processing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rdpgan import adaptive, checkpoint, distributed, measure
+from rdpgan.checkpoint import Checkpointer
+from rdpgan.critic import make_critic
+from rdpgan.data.schema import Schema
+from rdpgan.data.target import check_target
+from rdpgan.errors import UserInputError
+from rdpgan.fitted import FittedModel
+from rdpgan.io import read_json, write_json
+from rdpgan.models import Discriminator
+from rdpgan.privacy.budget import LEDGER_FILE, NON_PRIVATE, validate_budget
+from rdpgan.privacy.dp_sgd import PlainSGD
+from rdpgan.privacy.ledger import PrivacyLedger
+from rdpgan.privacy.private_schema import SchemaRelease
+from rdpgan.privacy.randomness import (
+    FIT_STREAM,
+    RANK_STREAM,
+    SecretRandomness,
+    exact_sample_rate,
+)
+from rdpgan.settings import validate_settings
+from rdpgan.training import CGANTrainer, adam_optimizers, run_steps
+from rdpgan.transform import TableTransformer
+
+# What a training checkpoint must hold (see rdpgan.checkpoint.Checkpointer.save).
+CHECKPOINT_META = ("model", "history", "finished", "step")
+CHECKPOINT_TENSORS = (
+    "generator",
+    "discriminator",
+    "generator_optimizer",
+    "discriminator_optimizer",
+    "rng",
+)
+
+
+def fit(
+    model: FittedModel,
+    df: pd.DataFrame,
+    target: str,
+    release: SchemaRelease,
+    positive_label: Any,
+    checkpoint_dir: str | Path | None,
+) -> None:
+    """Train ``model`` on ``df`` (the private rows); domains come from ``release`` alone."""
+    if release.releases and distributed.world_size() > 1:
+        raise UserInputError(
+            "a paid schema is released in one process: release it without torchrun, then "
+            "declare it (schema.file=<run>/schema.yaml)"
+        )
+    checkpoint_dir = checkpoint_dir if distributed.rank() == 0 else None  # one writer
+    charge_schema(model, release, checkpoint_dir)
+    assert model.ledger is not None
+    # Each later release reaches the file as soon as it is recorded, before its noise.
+    model.ledger.on_record = lambda: _ledger_to_disk(model, checkpoint_dir)
+    schema = release.schema
+    frame = _conformed(df, target, schema)
+    # Equal-width bins, from the schema alone: what the densities are measured on.
+    public = TableTransformer(schema, target, model.model_config.numeric_bins)
+    labels = public.encode_labels(frame)
+    distributed.refuse_unless_same(public.encode(frame), labels)  # one table, sharded
+    model.positive_label = positive_label
+    torch.manual_seed(model.seed)  # public randomness only: initialisation, G's own draws
+    secret = _secret(model, first_step=1)
+    if distributed.rank() == 0:  # under torchrun, rank 0 releases and the others receive
+        _release_label_counts(model, labels, public.n_classes, secret.numpy)
+        positions = public.positions(frame)
+        model.densities = _release_densities(model, positions, public.wide_columns, secret.numpy)
+    _share_releases(model)
+    if distributed.world_size() > 1:  # (one process checked right after the label counts)
+        _check_row_count(model)
+    model.transformer = TableTransformer(
+        schema, target, model.model_config.numeric_bins, model.densities
+    )
+    features = model.transformer.encode(frame)
+    if distributed.rank() == 0:
+        _release_marginals(model, features, labels, secret.numpy)
+    _share_releases(model)
+    model.marginal_noise = measure.marginal_noise(model.ledger)
+    _train(model, features, labels, checkpoint_dir, secret)
+
+
+def _release_label_counts(
+    model: FittedModel, labels: np.ndarray, n_classes: int, noise: np.random.Generator
+) -> None:
+    """The label histogram, released and recorded; its noisy total stands in for the row
+    count everywhere after (δ's check first, so that a refused run spends less)."""
+    assert model.ledger is not None
+    released = measure.label_counts(
+        labels, n_classes, model.ledger, model.privacy.label_noise_multiplier, noise
+    )
+    model.released_rows = max(1, round(float(released.sum())))
+    if distributed.world_size() == 1:  # (under torchrun, every rank checks after sharing)
+        _check_row_count(model)
+    model.label_probs = np.clip(released, 1.0, None) / np.clip(released, 1.0, None).sum()
+
+
+def _release_densities(
+    model: FittedModel, positions: list[np.ndarray], names: list[str], noise: np.random.Generator
+) -> dict[str, list[float]]:
+    """The wide numeric columns' densities, released and recorded (none without a wide
+    column, with ``privacy.numeric_density_fraction`` 0, or where the accountant cannot
+    certify so small a share: all public facts)."""
+    assert model.ledger is not None
+    epsilon = model.privacy.numeric_density_fraction * model.ledger.gaussian_budget()
+    if not positions or epsilon <= 0 or not measure.affordable(model.ledger, epsilon):
+        return {}
+    densities = measure.numeric_densities(positions, model.ledger, epsilon, noise)
+    return {name: d.tolist() for name, d in zip(names, densities, strict=True)}
+
+
+def _release_marginals(
+    model: FittedModel, features: np.ndarray, labels: np.ndarray, noise: np.random.Generator
+) -> None:
+    """The marginals G matches (with ``model.marginal_weight`` > 0), released and recorded,
+    and the pairs measured after training reserved (:func:`rdpgan.adaptive.reserve`)."""
+    assert model.transformer is not None and model.ledger is not None
+    assert model.label_probs is not None
+    if model.model_config.marginal_weight > 0 and model.transformer.code_sizes:
+        model.marginals = measure.release_marginals(
+            features,
+            labels,
+            model.transformer,
+            model.label_probs,
+            model.released_rows,
+            model.ledger,
+            model.privacy.marginals_fraction,
+            model.privacy.selection_fraction,
+            noise,
+        )
+        model.marginal_noise = measure.marginal_noise(model.ledger)
+        adaptive.reserve(model)
+
+
+def _share_releases(model: FittedModel) -> None:
+    """Under torchrun: rank 0's released values and ledger on every rank (costs and noisy
+    statistics only, which are safe to send), so that all ranks plan the same training."""
+    if distributed.world_size() == 1:
+        return
+    assert model.ledger is not None
+    shared = (
+        model.label_probs,
+        model.released_rows,
+        model.densities,
+        model.marginals,
+        model.ledger.to_dict(),
+    )
+    (
+        model.label_probs,
+        model.released_rows,
+        model.densities,
+        model.marginals,
+        ledger,
+    ) = distributed.from_rank_zero(shared)
+    if distributed.rank() != 0:
+        model.ledger = PrivacyLedger.from_dict(ledger)
+
+
+def _secret(model: FittedModel, first_step: int) -> SecretRandomness:
+    """The run's secret randomness (OS entropy unless ``privacy.noise_seed``); a resumed
+    seeded run keys it with its first step, so it does not replay noise already used."""
+    rank = distributed.rank()
+    ranks = (RANK_STREAM, rank) if rank > 0 else ()  # rank 0 draws as one process would
+    return SecretRandomness(model.privacy.noise_seed, FIT_STREAM, first_step, *ranks)
+
+
+def charge_schema(model: FittedModel, release: SchemaRelease, directory: str | Path | None) -> None:
+    """Open the run's ledger with what the schema cost (its releases and opt-outs), and write
+    it: a fit starts here (a paid schema is recorded before anything can fail), and so does a
+    run refused after its schema drew noise."""
+    ledger = PrivacyLedger(model.epsilon, model.delta, model.privacy.accountant)
+    if model.privacy.noise_seed is not None:
+        ledger.use_seeded_noise()
+    for note in release.notes:
+        ledger.warn(note)
+    for paid in release.releases:
+        if ledger.private:
+            ledger.record(paid)
+    model.ledger = ledger
+    _ledger_to_disk(model, directory)
+
+
+def _ledger_to_disk(model: FittedModel, directory: str | Path | None) -> None:
+    """Releases made so far go into the run's ledger file at once: a later failure (say,
+    DP-SGD calibration) must not leave noise drawn from the data unrecorded. A ledger with
+    nothing spent is not written, so bad input found before any release leaves no file."""
+    ledger = model.ledger
+    if directory is not None and ledger is not None and ledger.private and ledger.releases:
+        write_json(Path(directory) / LEDGER_FILE, ledger.to_dict())
+
+
+def _check_row_count(model: FittedModel) -> None:
+    """δ must stay below 1/n, checked against the released (noisy) row count: whether a
+    run refuses is then decided from a release, like everything after it, and not from
+    the exact number of rows (at n ≈ 1/δ, one row would tell a refusal from a run)."""
+    if model.privacy.accountant == NON_PRIVATE:
+        return
+    try:
+        validate_budget(model.epsilon, model.delta, n_rows=model.released_rows)
+    except UserInputError as exc:
+        raise UserInputError(
+            f"{exc}; judged from the released label counts, which are spent (privacy.json)"
+        ) from exc
+
+
+def resume(
+    model_type: type[FittedModel],
+    directory: str | Path,
+    df: pd.DataFrame,
+    device: str,
+    noise_seed: int | None,
+) -> Any:
+    """Continue the run checkpointed in ``directory`` (see ``DPCGAN.resume``)."""
+    if distributed.world_size() > 1:
+        raise UserInputError("a run is resumed in one process: resume it without torchrun")
+    meta, tensors = checkpoint.load(directory, CHECKPOINT_META, CHECKPOINT_TENSORS)
+    # The write-ahead ledger, not the checkpoint's copy: it may hold steps taken after it.
+    ledger_path = Path(directory) / LEDGER_FILE
+    if not ledger_path.is_file():
+        raise UserInputError(f"{ledger_path} is missing; the privacy spent is unknown")
+    try:
+        model = model_type.from_description(meta["model"], device)
+        model.privacy.noise_seed = noise_seed
+        validate_settings(model.privacy, model.model_config, model.train_config)
+        model.ledger = PrivacyLedger.from_dict(read_json(ledger_path))
+        if noise_seed is not None:
+            model.ledger.use_seeded_noise()
+    except UserInputError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise UserInputError(
+            f"the run in {directory} has a damaged checkpoint.json or privacy.json"
+        ) from exc
+    model.marginal_noise = measure.marginal_noise(model.ledger)
+    assert model.transformer is not None
+    target, schema = model.transformer.target, model.transformer.schema
+    frame = _conformed(df, target, schema)
+    features = model.transformer.encode(frame)
+    labels = model.transformer.encode_labels(frame)
+    secret = _secret(model, int(meta["step"]) + 1)
+    _train(model, features, labels, directory, secret, resume_from=(meta, tensors))
+    return model
+
+
+def checkpoint_schema(directory: str | Path) -> Schema:
+    """The schema the checkpointed run in ``directory`` encodes its rows with."""
+    meta, _ = checkpoint.load(directory, CHECKPOINT_META, CHECKPOINT_TENSORS)
+    try:
+        return Schema.from_specs(meta["model"]["schema"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserInputError(f"the run in {directory} has a damaged checkpoint.json") from exc
+
+
+def _train(
+    model: FittedModel,
+    features_rows: np.ndarray,
+    label_codes: np.ndarray,
+    checkpoint_dir: str | Path | None,
+    secret: SecretRandomness,
+    resume_from: tuple[dict[str, Any], dict[str, Any]] | None = None,
+) -> None:
+    assert model.transformer is not None and model.label_probs is not None
+    assert model.ledger is not None
+    cfg, ledger = model.train_config, model.ledger
+    # Under torchrun each rank trains on every world_size-th row (all of them otherwise).
+    features = distributed.shard(torch.as_tensor(features_rows, device=model.device))
+    labels = distributed.shard(torch.as_tensor(label_codes, device=model.device))
+    # Rounded down to what the Poisson mask realises exactly: the ledger charges this rate.
+    nominal_rate = min(cfg.max_sample_rate, cfg.batch_size / model.released_rows)
+    sample_rate = exact_sample_rate(nominal_rate)
+    expected_batch = max(1, round(sample_rate * model.released_rows))
+    generator = model.build_generator()
+    discriminator = Discriminator.for_table(model.model_config, model.transformer)
+    discriminator = discriminator.to(model.device)
+    g_opt, d_opt = adam_optimizers(generator, discriminator, cfg)
+    first_step, history = 1, []
+    if resume_from is not None:
+        meta, tensors = resume_from
+        with checkpoint.must_fit():
+            generator.load_state_dict(tensors["generator"])
+            discriminator.load_state_dict(tensors["discriminator"])
+            g_opt.load_state_dict(tensors["generator_optimizer"])
+            d_opt.load_state_dict(tensors["discriminator_optimizer"])
+            torch.set_rng_state(tensors["rng"])
+        first_step, history = int(meta["step"]) + 1, list(meta["history"])
+    distributed.align(generator, discriminator)  # every rank starts from rank 0's
+    if distributed.rank() > 0:  # ... but draws its own fakes for G's steps (public stream)
+        stream = np.random.SeedSequence([model.seed, distributed.rank()]).generate_state(1)
+        torch.manual_seed(int(stream[0]))
+    critic, d_steps = make_critic(
+        discriminator,
+        d_opt,
+        ledger,
+        model.privacy,
+        cfg,
+        sample_rate,
+        expected_batch,
+        secret,
+        first_step,
+    )
+    if isinstance(critic, PlainSGD):  # no ledger to count down: skip the steps already done
+        d_steps = max(0, d_steps - (first_step - 1))
+    if resume_from is not None and resume_from[0]["finished"]:
+        d_steps = 0
+    label_probs = torch.as_tensor(model.label_probs, dtype=torch.float32, device=model.device)
+    # The releases before training are on record; from here the checkpointer writes
+    # privacy.json, paid ahead per block of steps, and nothing may overwrite it.
+    ledger.on_record = None
+    trainer = CGANTrainer(
+        generator,
+        critic,
+        g_opt,
+        features,
+        labels,
+        label_probs,
+        secret,
+        sample_rate,
+        expected_batch,
+        model.model_config.auxiliary_weight,
+        model.marginals,
+        model.model_config.marginal_weight,
+        model.model_config.marginal_rows,
+        cfg.bf16_generator_step,
+        cfg.generator_ema,
+    )
+    if resume_from is not None and trainer.generator_average is not None:
+        with checkpoint.must_fit():
+            trainer.generator_average.load_state_dict(resume_from[1]["generator_average"])
+    saver = None
+    if checkpoint_dir is not None:
+
+        def tensors() -> dict[str, Any]:
+            state = {
+                "generator": generator.state_dict(),
+                "discriminator": discriminator.state_dict(),
+                "generator_optimizer": g_opt.state_dict(),
+                "discriminator_optimizer": d_opt.state_dict(),
+                "rng": torch.get_rng_state(),
+            }
+            if trainer.generator_average is not None:
+                state["generator_average"] = trainer.generator_average.state_dict()
+            return state
+
+        saver = Checkpointer(Path(checkpoint_dir), cfg, ledger, tensors, model.describe)
+    last = first_step + d_steps - 1
+    history = run_steps(trainer, ledger, cfg, first_step, last, saver, history)
+    trainer.finish()
+    if distributed.rank() == 0:
+        ledger.on_record = lambda: _ledger_to_disk(model, checkpoint_dir)
+        try:
+            if adaptive.measure_where_wrong(model, features_rows, secret.numpy) and saver:
+                saver.save(last, history, finished=True)  # a resume keeps the pairs
+        finally:
+            ledger.on_record = None
+    _share_releases(model)
+    model.metrics = {
+        "epochs": history,
+        "discriminator_steps": first_step + d_steps - 1,
+        "sample_rate": sample_rate,
+        "expected_batch_size": expected_batch,
+        "processes": distributed.world_size(),
+        # What the settings came to on this device and run: bfloat16 only where native,
+        # and an average only over G steps actually taken (else the last iterate).
+        "generator_step_dtype": "bfloat16" if trainer.bf16_generator_step else "float32",
+        "generator_average_steps": trainer.averaged_steps(),
+    }
+
+
+def _conformed(df: pd.DataFrame, target: str, schema: Schema) -> pd.DataFrame:
+    """The private rows checked against the schema. Nothing here counts the rows or their
+    classes (δ is checked against released values)."""
+    frame = schema.conform(df)
+    check_target(frame, schema, target)
+    return frame

@@ -1,0 +1,268 @@
+"""Sampling from a fitted model: the generator, the transformer that decodes its codes, the
+released statistics it samples labels from and is tilted and raked toward, and the tilts.
+
+All of it is post-processing of releases (sampling spends no privacy), and none of it needs
+the DP machinery: a saved model is loaded (:mod:`rdpgan.fitted`) and sampled without
+importing Opacus or the accountants.
+"""
+
+from __future__ import annotations
+
+import numbers
+import threading
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import torch
+from torch.nn import functional as F
+
+from rdpgan import postprocess
+from rdpgan.config import ModelConfig
+from rdpgan.errors import UserInputError
+from rdpgan.marginals import Marginals
+from rdpgan.models import Generator, native_bf16
+from rdpgan.transform import TableTransformer
+
+# Rows per generator pass when sampling: each pass's tensors (rows × ~436 floats) then stay near
+# the cache. On 2 CPU workers, passes of 2k, 4k and 16k rows ran alike, within 2%
+# (scripts/bench_sampling.py); 4k keeps a pass's memory small.
+SAMPLE_CHUNK = 4_096
+# Generated rows held at once when raking: output rows are raked in blocks of RAKING_ROWS //
+# sample_pool (131,072 at a pool of 4), each matched to the released marginals on its own, so
+# memory does not grow with the pool (nor with n).
+RAKING_ROWS = 524_288
+# With model.sample_pool null, sampling rakes a pool of RAKING_POOL generated rows per row kept
+# where the noise std on one released count of the marginals (the most over their releases) is
+# at most RAKING_NOISE_LIMIT of the released row count, and keeps every generated row where it
+# is larger: matching noisier tables fits their noise. On Adult's validation split (round 15
+# of results/tuning_adult.csv), raking cut 2-/3-way TVD by a fifth at ε=8 (noise 5.3e-4 of the
+# rows) for ~0.003 of AUROC, and cost AUROC and 1-/2-way TVD at ε=3 (1.3e-3) and ε=1 (3.6e-3);
+# the limit sits between (about their geometric mean).
+RAKING_POOL = 4
+RAKING_NOISE_LIMIT = 8e-4
+# With model.tilt_sampling null, sampling is tilted where the noise std on one released count
+# of the marginals is at most TILT_NOISE_LIMIT of the released row count (the public quantity
+# raking's rule reads). Derived from Adult's validation rounds alone by
+# scripts/derive_tilt_limit.py (results/tilt_limit.md): the tilt lowered mean TVD up to a share
+# of 3.6e-3 (ε=1) and not from 5.1e-3 (2,000 rows at ε=8); the limit is their geometric mean.
+TILT_NOISE_LIMIT = 4.3e-3
+# Latent draws per class that sampling's tilt is fitted on (rdpgan.postprocess.class_tilts):
+# its residual error on a column's expected distribution is of order 1/sqrt(rows) of a
+# code's spread over z, below the noise of the released marginals on Adult.
+TILT_ROWS = 8_192
+# The tilt's latent draws come from SeedSequence([model seed, TILT_STREAM]): fixed by the
+# model, apart from every sampling call's own stream.
+TILT_STREAM = 0x7117
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` means a CUDA GPU where one is present, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as exc:
+        raise UserInputError(f"unknown device {device!r}") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise UserInputError("device=cuda was asked for but no CUDA GPU is available")
+    return resolved
+
+
+def check_sample_pool(name: str, pool: int | None) -> None:
+    """Null, or a whole number of generated rows per kept row from 1 to RAKING_ROWS (a larger
+    pool leaves no row to keep): checked before training and sampling, since anything else
+    fails only once sampling allocates the pool, after the privacy is spent."""
+    if pool is None:
+        return
+    if isinstance(pool, bool) or not isinstance(pool, numbers.Integral):
+        raise UserInputError(f"{name} must be a whole number, got {pool!r}")
+    if not 1 <= pool <= RAKING_ROWS:
+        raise UserInputError(f"{name} must be between 1 and {RAKING_ROWS}, got {pool}")
+
+
+def raking_pool(
+    config: ModelConfig, marginals: Marginals | None, noise: float, released_rows: int
+) -> int:
+    """Generated rows per sampled row: ``model.sample_pool``, or (null) ``RAKING_POOL`` where
+    the released marginals are precise enough to match (``noise``, the std on one released
+    count, at most RAKING_NOISE_LIMIT of the released rows), else 1 (no raking). Public: a fit
+    decides with it, before training, whether to measure pairs for raking."""
+    if marginals is None:
+        return 1
+    if config.sample_pool is not None:
+        return config.sample_pool
+    return RAKING_POOL if noise <= RAKING_NOISE_LIMIT * released_rows else 1
+
+
+class Tilts:
+    """Sampling's tilts by matrix-product precision, fitted at the first sample after training
+    or loading (concurrent sampling threads wait for one fit); a copy starts empty."""
+
+    def __init__(self) -> None:
+        self.by_precision: dict[bool, list[list[torch.Tensor]]] = {}
+        self.lock = threading.Lock()
+
+    def clear(self) -> None:
+        """For new weights: the tilts are fitted to the weights they were fitted on."""
+        with self.lock:
+            self.by_precision.clear()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()
+
+
+@dataclass
+class Sampler:
+    """A fitted generator with the released statistics it samples from (all public)."""
+
+    generator: Generator
+    transformer: TableTransformer
+    label_probs: np.ndarray
+    released_rows: int
+    marginals: Marginals | None
+    marginal_noise: float  # the noise std on one released count of the marginals
+    config: ModelConfig  # reads sample_pool, tilt_sampling and bf16_sampling
+    seed: int
+    device: torch.device
+    tilts: Tilts = field(default_factory=Tilts)
+
+    def sample(
+        self, n: int | None = None, label: Any = None, seed: int | None = None
+    ) -> pd.DataFrame:
+        """Draw ``n`` synthetic rows (default: the released size of the training table).
+
+        ``label`` fixes the condition to one class; otherwise labels follow the released
+        (noisy) label frequencies.
+        """
+        return self.transformer.decode_parts(*self.parts(n, label, seed))
+
+    def sample_arrow(
+        self, n: int | None = None, label: Any = None, seed: int | None = None
+    ) -> pa.Table:
+        """:meth:`sample`'s rows as an Arrow table (what files of millions of rows are written
+        from, without a Python object per string)."""
+        return self.transformer.decode_arrow(*self.parts(n, label, seed))
+
+    def parts(
+        self, n: int | None, label: Any, seed: int | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(within-bin positions, codes, label codes) of ``n`` sampled rows."""
+        if n is None:
+            # The released (noisy) total: the output size does not reveal the exact row count.
+            n = self.released_rows
+        if not isinstance(n, (int, np.integer)) or n <= 0:
+            raise UserInputError(
+                f"the number of rows to sample must be a positive integer, got {n}"
+            )
+        probs = torch.as_tensor(self.label_probs, dtype=torch.float32)
+        only = None
+        if label is not None:
+            levels = list(self.transformer.label_column.levels)
+            only = int(self.transformer.label_column.encode(pd.Series([label]))[0])
+            if only >= len(levels):
+                raise UserInputError(
+                    f"label {label!r} is not a class of {self.transformer.target!r}"
+                )
+            probs = F.one_hot(torch.tensor(only), len(levels)).float()
+        self.generator.eval()
+        # A random stream of this call's own: the same seed gives the same table, sampling
+        # does not disturb the caller's random state, and calls may run in parallel threads.
+        rng = torch.Generator(self.device).manual_seed(self.seed if seed is None else seed)
+        pool = self.raking_pool()
+        key = torch.randint(2**62, (1,), generator=rng, device=self.device)
+        numpy_rng = np.random.default_rng(int(key))  # raking's draws, from the same seed
+        probs = probs.to(self.device)
+        raker = None
+        if pool > 1:
+            assert self.marginals is not None
+            raker = postprocess.Raker(self.marginals, self.label_probs, only)
+        parts = []
+        # In blocks of output rows, so that memory does not grow with n or the pool.
+        block = RAKING_ROWS // pool
+        for start in range(0, n, block):
+            size = min(block, n - start)
+            # ``pool`` generated rows per row kept; raking picks the rows to keep.
+            candidates = torch.multinomial(probs, size * pool, True, generator=rng)
+            blocks = self.generate(candidates, rng)
+            labels = candidates.cpu().numpy()
+            if raker is not None:
+                keep = raker(blocks, labels, size, numpy_rng)
+                blocks, labels = blocks[keep], labels[keep]
+            parts.append((blocks, labels))
+        blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))
+        # Each wide column's position within its bin: a uniform quantile of its released
+        # density there (public randomness, from the same seed).
+        positions = numpy_rng.uniform(-1.0, 1.0, (n, len(self.transformer.wide_columns)))
+        return positions, blocks, labels
+
+    def raking_pool(self) -> int:
+        """See :func:`raking_pool`."""
+        return raking_pool(self.config, self.marginals, self.marginal_noise, self.released_rows)
+
+    def tilting(self) -> bool:
+        """Whether sampling is tilted: ``model.tilt_sampling``, or (null) where the released
+        marginals are precise enough (:data:`TILT_NOISE_LIMIT`)."""
+        if self.marginals is None:
+            return False
+        if self.config.tilt_sampling is not None:
+            return self.config.tilt_sampling
+        return self.marginal_noise <= TILT_NOISE_LIMIT * self.released_rows
+
+    def generate(self, labels: torch.Tensor, rng: torch.Generator) -> np.ndarray:
+        """The codes of one generated row per label, each class's rows in passes of their own
+        (with the class's tilt)."""
+        generator = self.generator
+        tilts = self.class_tilts()
+        blocks = len(generator.block_order)
+        codes = torch.empty(len(labels), blocks, dtype=torch.long, device=self.device)
+        with torch.no_grad(), self._products():
+            for label in labels.unique().tolist():
+                y = F.one_hot(torch.tensor(label), len(self.label_probs)).float().to(self.device)
+                tilt = None if tilts is None else tilts[label]
+                for rows in (labels == label).nonzero().squeeze(1).split(SAMPLE_CHUNK):
+                    z = torch.randn(
+                        len(rows), generator.latent_dim, generator=rng, device=self.device
+                    )
+                    codes[rows] = generator.sample_parts(z, y.expand(len(rows), -1), rng, tilt)
+        return codes.cpu().numpy()
+
+    def bf16_products(self) -> bool:
+        """Whether sampling's matrix products run in bfloat16: where asked for and native."""
+        return bool(self.config.bf16_sampling and native_bf16(self.device))
+
+    def _products(self) -> Any:
+        """The precision context of sampling's matrix products (:meth:`bf16_products`)."""
+        bf16 = self.bf16_products()
+        return torch.autocast(self.device.type, torch.bfloat16) if bf16 else nullcontext()
+
+    def class_tilts(self) -> list[list[torch.Tensor]] | None:
+        """Sampling's tilt per class (:func:`rdpgan.postprocess.class_tilts`), or None without
+        released marginals or where :meth:`tilting` says no; fitted once per precision."""
+        if not self.tilting():
+            return None
+        assert self.marginals is not None
+        bf16 = self.bf16_products()
+        with self.tilts.lock:
+            if bf16 not in self.tilts.by_precision:
+                state = np.random.SeedSequence([self.seed, TILT_STREAM]).generate_state(1)
+                rng = torch.Generator(self.device).manual_seed(int(state[0]))
+                self.generator.eval()
+                # The noise of one cell of a class's released distribution, in probability
+                # units: public. marginal_noise is the larger of the marginal releases' (with
+                # pairs released, the pairs' on Adult, 1.4 times the per-class tables' own at
+                # ε=8), so the tilt shrinks toward G a little more than the per-class noise
+                # alone asks; rounds 19-20 ran with it.
+                counts = np.maximum(self.label_probs * self.released_rows, 1.0)
+                variance = (self.marginal_noise / counts) ** 2
+                with self._products():
+                    self.tilts.by_precision[bf16] = postprocess.class_tilts(
+                        self.generator, self.marginals, list(variance), TILT_ROWS, rng
+                    )
+            return self.tilts.by_precision[bf16]
