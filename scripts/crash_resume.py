@@ -1,0 +1,207 @@
+"""Issue 29's crash bar: a default Adult run killed with SIGKILL at 30%, 50% and 90% of its
+wall time, then resumed (``resume=true``), against the same run left alone.
+
+For each kill it records what was on disk at the kill (the last checkpoint's step, the steps
+and epsilon the write-ahead ledger had charged) and what the resumed run ends with: epsilon
+spent, the DP-SGD steps its ledger charged, and the discriminator steps whose updates the model
+holds (a kill loses the steps after the last checkpoint: they stay charged, as they were taken,
+so the model holds up to one checkpoint block fewer). Writes ``results/crash_resume.{csv,md}``.
+
+    python scripts/crash_resume.py            # RDPGAN_DATA_DIR must name the data root
+
+Run it alone on the machine: the kill times are fractions of the measured wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from machine_info import code_commit, machine_line
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "results"
+COMMIT = code_commit()
+FRACTIONS = (0.3, 0.5, 0.9)
+DP_SGD = "dp_sgd_discriminator"
+
+
+def train(run_dir: Path, *overrides: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "rdpgan.train",
+        f"hydra.run.dir={run_dir}",
+        "train.progress=false",
+        *overrides,
+    ]
+
+
+def ledger(run_dir: Path) -> tuple[float | None, int | None]:
+    """(epsilon spent, DP-SGD steps charged) in the run's privacy.json (None: no file yet)."""
+    path = run_dir / "privacy.json"
+    if not path.is_file():
+        return None, None
+    record = json.loads(path.read_text())
+    steps = [m["steps"] for m in record["mechanisms"] if m["name"] == DP_SGD]
+    return record["epsilon_spent"], (steps[0] if steps else 0)
+
+
+def checkpoint_step(run_dir: Path) -> int | None:
+    path = run_dir / "checkpoint.json"
+    return json.loads(path.read_text())["step"] if path.is_file() else None
+
+
+def model_steps(run_dir: Path) -> int:
+    return json.loads((run_dir / "metrics.json").read_text())["discriminator_steps"]
+
+
+def run_alone(run_dir: Path, epsilon: float) -> tuple[float, dict]:
+    began = time.monotonic()
+    subprocess.run(
+        train(run_dir, "dataset=adult", f"epsilon={epsilon}"), check=True, capture_output=True
+    )
+    seconds = time.monotonic() - began
+    spent, steps = ledger(run_dir)
+    ended = {"epsilon_spent": spent, "ledger_steps": steps, "model_steps": model_steps(run_dir)}
+    return seconds, ended
+
+
+def killed_and_resumed(run_dir: Path, epsilon: float, after: float) -> dict:
+    process = subprocess.Popen(
+        train(run_dir, "dataset=adult", f"epsilon={epsilon}"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    time.sleep(after)
+    finished_first = process.poll() is not None
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    at_kill = {
+        "checkpoint_step_at_kill": checkpoint_step(run_dir),
+        "ledger_steps_at_kill": ledger(run_dir)[1],
+        "epsilon_at_kill": ledger(run_dir)[0],
+        "finished_before_kill": finished_first,
+    }
+    resumed = subprocess.run(train(run_dir, "resume=true"), capture_output=True, text=True)
+    if resumed.returncode != 0:
+        return {**at_kill, "resume": resumed.stderr.strip().splitlines()[-1]}
+    spent, steps = ledger(run_dir)
+    return {
+        **at_kill,
+        "resume": "ok",
+        "epsilon_spent": spent,
+        "ledger_steps": steps,
+        "model_steps": model_steps(run_dir),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epsilon", type=float, default=8.0)
+    args = parser.parse_args()
+    if not os.environ.get("RDPGAN_DATA_DIR"):
+        sys.exit("set RDPGAN_DATA_DIR to the data root (it holds adult/)")
+    started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        seconds, alone = run_alone(Path(tmp) / "alone", args.epsilon)
+        rows.append({"kill_at": "none", "killed_after_s": "", **alone})
+        for fraction in FRACTIONS:
+            after = fraction * seconds
+            result = killed_and_resumed(Path(tmp) / f"kill{fraction}", args.epsilon, after)
+            rows.append({"kill_at": f"{fraction:.0%}", "killed_after_s": f"{after:.1f}", **result})
+    write(rows, seconds, args.epsilon, started)
+
+
+def write(rows: list[dict], seconds: float, epsilon: float, started: str) -> None:
+    fields = [
+        "kill_at",
+        "killed_after_s",
+        "checkpoint_step_at_kill",
+        "ledger_steps_at_kill",
+        "epsilon_at_kill",
+        "finished_before_kill",
+        "resume",
+        "epsilon_spent",
+        "ledger_steps",
+        "model_steps",
+    ]
+    RESULTS.mkdir(exist_ok=True)
+    with (RESULTS / "crash_resume.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, [*fields, "commit"])
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**{f: row.get(f, "") for f in fields}, "commit": COMMIT})
+    alone = rows[0]
+    lines = [
+        "# A crash never costs the budget (issue 29)",
+        "",
+        f"Made by `python scripts/crash_resume.py --epsilon {epsilon:g}` at {COMMIT} on "
+        f"{machine_line()}, {started}. The run: `python -m rdpgan.train dataset=adult "
+        f"epsilon={epsilon:g}` (default settings, fresh OS entropy), {seconds:.1f} s left alone; "
+        "each other run is killed with SIGKILL (its whole process group) at a share of that "
+        "wall time, then resumed with `resume=true` in the same directory.",
+        "",
+        "`at kill`: what was on disk when the process died (the last checkpoint's step, and the "
+        "DP-SGD steps and epsilon the write-ahead ledger had charged). `ledger steps`: the DP-SGD "
+        "steps the final ledger charges; `model steps`: the discriminator steps whose updates "
+        "the model holds (the steps after the last checkpoint are lost with the process but "
+        "stay charged: they were taken).",
+        "",
+        "| kill at | after s | checkpoint step at kill | ledger steps at kill | ε at kill "
+        "| resume | ε spent | ledger steps | model steps |",
+        "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
+    ]
+
+    def cell(value: object, digits: int = 4) -> str:
+        if value is None or value == "":
+            return "—"
+        return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+    for row in rows:
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    row["kill_at"],
+                    row["killed_after_s"] or "—",
+                    cell(row.get("checkpoint_step_at_kill")),
+                    cell(row.get("ledger_steps_at_kill")),
+                    cell(row.get("epsilon_at_kill")),
+                    row.get("resume", "—"),
+                    cell(row.get("epsilon_spent")),
+                    cell(row.get("ledger_steps")),
+                    cell(row.get("model_steps")),
+                ]
+            )
+            + " |"
+        )
+    same = all(
+        r.get("resume") == "ok"
+        and r["epsilon_spent"] == alone["epsilon_spent"]
+        and r["ledger_steps"] == alone["ledger_steps"]
+        for r in rows[1:]
+    )
+    lines += [
+        "",
+        f"Bar (every kill resumes to the uninterrupted run's epsilon spent and ledger steps): "
+        f"**{'met' if same else 'not met'}**.",
+        "",
+    ]
+    (RESULTS / "crash_resume.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
