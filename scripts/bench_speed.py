@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-from machine_info import code_commit, cpu_model
+from machine_info import code_commit, cpu_features, cpu_model
 
 from rdpgan.cli import compose_run_config
 from rdpgan.config import ModelConfig, TrainConfig
@@ -101,9 +102,9 @@ COMMIT = code_commit()  # at start: the code this process imported (and its runs
 
 
 def machine() -> str:
-    cpu = cpu_model()
     return (
-        f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, "
+        f"{cpu_model()} [{cpu_features()}], {os.cpu_count()} cores, "
+        f"{platform.system()} {platform.machine()}, "
         f"Python {platform.python_version()}, torch {torch.__version__} "
         f"({torch.get_num_threads()} threads), no GPU used"
     )
@@ -124,7 +125,7 @@ def main() -> None:
     dp_ms = statistics.median(rounds["dp"]) * 1e3
     plain_ms = statistics.median(rounds["plain"]) * 1e3
     lines = [
-        "# Speed",
+        f"## Training on {cpu_features()}",
         "",
         f"Made by `python scripts/bench_speed.py --steps {args.steps} --thread-steps "
         f"{args.thread_steps}{' --skip-full-run' if args.skip_full_run else ''}` at commit "
@@ -133,7 +134,7 @@ def main() -> None:
         "noise from fresh OS entropy).",
         f"Machine: {machine()}.",
         "",
-        "## Discriminator step (Adult train split, default AC-GAN critic, expected batch 500)",
+        "### Discriminator step (Adult train split, default AC-GAN critic, expected batch 500)",
         "",
         "Median over 3 interleaved rounds of "
         f"{args.steps} steps each (after 20 warm-up steps); one step = Poisson batch, fake rows "
@@ -148,7 +149,7 @@ def main() -> None:
     ]
     if not args.skip_full_run:
         lines += thread_policy_section(args.thread_steps)
-    write_speed_md("\n".join(lines))
+    write_speed_md("\n".join(lines), "bench_speed.py")
 
 
 FULL_RUN = ["dataset=adult", "epsilon=8"]  # the README's main command
@@ -196,7 +197,7 @@ def thread_policy_section(steps: int) -> list[str]:
                 competitor.kill()
     return [
         "",
-        "## Threads, quiet and loaded",
+        "### Threads, quiet and loaded",
         "",
         f"`python -m rdpgan.train {' '.join(short)} train.threads=T` (start-up, {steps} DP steps, "
         "sampling 1,000 rows, outputs): wall seconds, quiet and with one competing busy process "
@@ -212,7 +213,7 @@ def thread_policy_section(steps: int) -> list[str]:
             for loaded in (False, True)
         ),
         "",
-        "## Full run",
+        "### Full run",
         "",
         "Wall time including start-up, loading, the releases, training, sampling the released "
         "row count and writing outputs (σ calibrated to ε=8, δ=1e-5, the thread policy); "
@@ -243,15 +244,25 @@ def shown_command(name: str) -> str:
     return f"{launcher} -m rdpgan.train {' '.join(overrides)}"
 
 
-SAMPLING_MARKER = "<!-- below: scripts/bench_sampling.py -->"
+SPEED_HEADER = """# Speed
+
+One part per script and kind of CPU: its features (AVX2, AVX-512, BF16, AMX) and, where an
+AVX2-only CPU without native bf16 was emulated on a faster one, the ISA caps it ran under
+(`ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2`). Each script
+rewrites only its own part for the kind it ran on. Compare figures within one part: the
+machines, and the load on them, differ from one part to the next."""
+PART = re.compile(r"^<!-- part: (.+?) -->$", re.MULTILINE)
 
 
-def write_speed_md(text: str, sampling: bool = False) -> None:
-    """``results/speed.md`` has two parts, one per script; each rewrites only its own."""
+def write_speed_md(text: str, script: str) -> None:
+    """Put ``text`` in ``results/speed.md`` as ``script``'s part for this kind of CPU,
+    keeping every other part (a file from before the parts is replaced)."""
     old = SPEED_MD.read_text() if SPEED_MD.is_file() else ""
-    training, _, sampling_part = old.partition(SAMPLING_MARKER)
-    training, sampling_part = (training, text) if sampling else (text, sampling_part)
-    new = f"{training.strip()}\n\n{SAMPLING_MARKER}\n\n{sampling_part.strip()}\n"
+    pieces = PART.split(old)  # [header, key, body, key, body, ...]
+    parts = dict(zip(pieces[1::2], (body.strip() for body in pieces[2::2]), strict=True))
+    parts[f"{script} on {cpu_features()}"] = text.strip()
+    body = "\n\n".join(f"<!-- part: {key} -->\n\n{parts[key]}" for key in sorted(parts))
+    new = f"{SPEED_HEADER}\n\n{body}\n"
     atomic_write(SPEED_MD, lambda tmp: tmp.write_text(new))
     print(text)
 

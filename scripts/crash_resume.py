@@ -32,6 +32,11 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "results"
 COMMIT = code_commit()
 FRACTIONS = (0.3, 0.5, 0.9)
+# Every run keys its secret noise with this number (so marked not end-to-end private): the
+# releases before training, hence the sampling rate, sigma and the steps the budget allows, are
+# then the same in every run, and their ledgers can be compared exactly. A resumed seeded run
+# keys its noise by its first step, as any resumed run does.
+NOISE_SEED = 29
 DP_SGD = "dp_sgd_discriminator"
 
 
@@ -42,6 +47,7 @@ def train(run_dir: Path, *overrides: str) -> list[str]:
         "rdpgan.train",
         f"hydra.run.dir={run_dir}",
         "train.progress=false",
+        f"privacy.noise_seed={NOISE_SEED}",
         *overrides,
     ]
 
@@ -149,7 +155,10 @@ def write(rows: list[dict], seconds: float, epsilon: float, started: str) -> Non
         "",
         f"Made by `python scripts/crash_resume.py --epsilon {epsilon:g}` at {COMMIT} on "
         f"{machine_line()}, {started}. The run: `python -m rdpgan.train dataset=adult "
-        f"epsilon={epsilon:g}` (default settings, fresh OS entropy), {seconds:.1f} s left alone; "
+        f"epsilon={epsilon:g} privacy.noise_seed={NOISE_SEED}` (default settings; the seed "
+        "makes the "
+        "releases before training, and so the budget's steps, the same in every run), "
+        f"{seconds:.1f} s left alone; "
         "each other run is killed with SIGKILL (its whole process group) at a share of that "
         "wall time, then resumed with `resume=true` in the same directory.",
         "",
