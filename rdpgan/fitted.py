@@ -91,11 +91,25 @@ class FittedModel:
         self.privacy_notes: list[str] = []
 
     def __getstate__(self) -> dict[str, Any]:
-        """A copy (pickle, deepcopy) without ``privacy.noise_seed``, which keys the secret noise
-        and must stay where it was given (a copy that is fitted draws fresh OS entropy)."""
+        """A copy (pickle, copy, deepcopy) without ``privacy.noise_seed``, which keys the
+        secret noise and must stay where it was given (a copy that is fitted draws fresh OS
+        entropy), and with tilts of its own (fitted again when it first samples: a copy that
+        is refitted must not hand its tilts to the original)."""
         state = dict(self.__dict__)
         state["privacy"] = replace(self.privacy, noise_seed=None)
+        state["tilts"] = Tilts()
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "marginal_noise" not in state:  # pickled before the sampler was a module of its own
+            state.pop("_tilts", None)
+            state["tilts"] = Tilts()
+            state["marginal_noise"] = state.pop("recorded_marginal_noise", 0.0)
+            if state.get("ledger") is not None:  # (its classes are loaded: unpickled with it)
+                from rdpgan.measure import marginal_noise
+
+                state["marginal_noise"] = marginal_noise(state["ledger"])
+        self.__dict__.update(state)
 
     @property
     def sampler(self) -> Sampler:

@@ -252,13 +252,13 @@ def resume(
         model.ledger = PrivacyLedger.from_dict(read_json(ledger_path))
         if noise_seed is not None:
             model.ledger.use_seeded_noise()
+        model.marginal_noise = measure.marginal_noise(model.ledger)
     except UserInputError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise UserInputError(
             f"the run in {directory} has a damaged checkpoint.json or privacy.json"
         ) from exc
-    model.marginal_noise = measure.marginal_noise(model.ledger)
     assert model.transformer is not None
     target, schema = model.transformer.target, model.transformer.schema
     frame = _conformed(df, target, schema)

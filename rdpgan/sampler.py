@@ -111,11 +111,8 @@ class Tilts:
         with self.lock:
             self.by_precision.clear()
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__()
+    def __reduce__(self) -> tuple[type[Tilts], tuple[()]]:
+        return (Tilts, ())  # a copy (any pickle protocol, copy, deepcopy) starts empty
 
 
 @dataclass

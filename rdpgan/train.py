@@ -184,12 +184,17 @@ def writing(out: Path, write: Callable[[], None]) -> None:
 def finish(
     model: DPCGAN, test_rows: pd.DataFrame, cfg: RunConfig, out: Path, held_out: bool
 ) -> DPCGAN:
-    """Sample and write the outputs (``synthetic.csv`` last: its presence means 'done'), and
-    the held-out rows as ``test.csv`` when the run holds any out."""
+    """Sample and write the outputs (``synthetic.csv`` last: its presence means 'done', so a
+    run killed before it resumes to write them all, the privacy warning included), and the
+    held-out rows as ``test.csv`` when the run holds any out."""
     synthetic = model.sample(cfg.sample.n)
+    assert model.ledger is not None
 
     def write_all() -> None:
-        assert model.transformer is not None
+        assert model.transformer is not None and model.ledger is not None
+        if not model.ledger.end_to_end:  # beside the outputs
+            text = "".join(f"{note}\n" for note in model.ledger.notes)
+            atomic_write(out / WARNING_FILE, lambda tmp: tmp.write_text(text))
         if held_out:  # (dataset.test_size=0: no sensitive file the user did not ask for)
             held = model.transformer.schema.written(test_rows)  # dates as dates, tokens
             atomic_write(out / "test.csv", lambda tmp: held.to_csv(tmp, index=False))
@@ -199,8 +204,9 @@ def finish(
         atomic_write(out / "synthetic.csv", lambda tmp: written.to_csv(tmp, index=False))
 
     writing(out, write_all)
-    assert model.ledger is not None
-    warn_if_not_private(model, out)
+    if not model.ledger.end_to_end:
+        for note in model.ledger.notes:
+            print(f"WARNING: {note}", file=sys.stderr)
     spent = model.ledger.to_dict()["epsilon_spent"]
     print(
         f"wrote {len(synthetic)} synthetic rows to {out / 'synthetic.csv'}; "
@@ -213,17 +219,6 @@ def finish(
         scores = evaluate_run(out, seed=0, real=True)
         print(f"mean AUROC {scores['mean']:.4f} (real data {scores['real']['mean']:.4f})")
     return model
-
-
-def warn_if_not_private(model: DPCGAN, out: Path) -> None:
-    """A run that is not end-to-end private says so beside its outputs and on stderr."""
-    assert model.ledger is not None
-    if model.ledger.end_to_end:
-        return
-    text = "".join(f"{note}\n" for note in model.ledger.notes)
-    writing(out, lambda: atomic_write(out / WARNING_FILE, lambda tmp: tmp.write_text(text)))
-    for note in model.ledger.notes:
-        print(f"WARNING: {note}", file=sys.stderr)
 
 
 _SEED_IN_SWEEP = (

@@ -399,9 +399,19 @@ def test_fitting_again_refits_the_tilt_and_a_copy_samples_alike():
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
     first = model.sampler.class_tilts()
-    for other in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+    copies = [pickle.loads(pickle.dumps(model, protocol)) for protocol in (0, 5)]
+    for other in (*copies, copy.deepcopy(model), copy.copy(model)):
         assert other.privacy.noise_seed is None and other.tilts.by_precision == {}
+        assert other.tilts is not model.tilts  # a refitted copy keeps its tilts to itself
         pd.testing.assert_frame_equal(other.sample(300, seed=4), model.sample(300, seed=4))
+    # A model pickled before the sampler had a module of its own (its tilts in ``_tilts``,
+    # the noise read from its ledger) samples as it did.
+    state = model.__getstate__()
+    del state["tilts"], state["marginal_noise"]
+    old = DPCGAN.__new__(DPCGAN)
+    old.__setstate__({**state, "_tilts": {}, "recorded_marginal_noise": 0.0})
+    assert old.marginal_noise == model.marginal_noise > 0
+    pd.testing.assert_frame_equal(old.sample(300, seed=4), model.sample(300, seed=4))
     assert model.privacy.noise_seed == 1  # (the original keeps it)
     model.fit(toy_table(seed=1), "y", SCHEMA)
     again = model.sampler.class_tilts()
