@@ -93,14 +93,16 @@ def ordered_parallel(
             yield pending.popleft().result()
 
 
-def sampling_workers(model: DPCGAN) -> int:
-    """Threads for :func:`iter_samples` on this machine, setting torch to one thread each.
+def sampling_workers(model: DPCGAN, chunks: int) -> int:
+    """Threads for :func:`iter_samples` of ``chunks`` chunks on this machine (no more than
+    there are chunks: one chunk keeps torch's own threads for its products and the tilt's
+    fit), setting torch to one thread each.
 
     Changes torch's process-wide thread count: for the CLI and benchmarks, not library code.
     """
     if model.device.type != "cpu":
         return 1
-    workers = max(1, min(4, len(os.sched_getaffinity(0))))
+    workers = max(1, min(4, len(os.sched_getaffinity(0)), chunks))
     torch.set_num_threads(1 if workers > 1 else torch.get_num_threads())
     return workers
 
@@ -231,7 +233,8 @@ def run(cfg: SampleCliConfig) -> None:
     }
     settings = {name: value for name, value in chosen.items() if value is not None}
     model.model_config = replace(model.model_config, **settings)
-    workers = sampling_workers(model)
+    rows = model.released_rows if cfg.n is None else cfg.n
+    workers = sampling_workers(model, len(chunk_sizes(rows, cfg.chunk_size)))
     n = write_samples(model, out, cfg.n, cfg.label, cfg.seed, cfg.chunk_size, workers)
     for note in model.privacy_notes:  # after the work: bad input stays a one-line error
         print(f"WARNING: {note}", file=sys.stderr)

@@ -109,7 +109,7 @@ def main() -> None:
             run_dir = work / "run"
             train_model(run_dir, args.train_steps)
         model = load_model(run_dir)
-        workers = sampling_workers(model)  # as the CLI does
+        workers = sampling_workers(model, -(-args.rows // args.chunk_size))  # as the CLI does
         loaded_mb = peak_rss_mb()
         first_sample = timed(lambda: model.sample(1, seed=0))  # fits the tilt once
         n, chunk = args.rows, args.chunk_size
