@@ -36,7 +36,13 @@ from machine_info import cpu_features
 from torch.nn import Linear
 
 from rdpgan import sampler as sampler_module
-from rdpgan.sample import iter_samples, load_model, sampling_workers, write_samples
+from rdpgan.sample import (
+    chunk_sizes,
+    iter_samples,
+    load_model,
+    sampling_workers,
+    write_samples,
+)
 
 BAR_ROWS_PER_SECOND = 500_000  # issue 13
 BAR_ROOFLINE_SHARE = 0.7  # issue 29
@@ -110,7 +116,8 @@ def main() -> None:
             run_dir = work / "run"
             train_model(run_dir, args.train_steps)
         model = load_model(run_dir)
-        workers = sampling_workers(model, -(-args.rows // args.chunk_size))  # as the CLI does
+        chunks = len(chunk_sizes(args.rows, args.chunk_size))
+        workers = sampling_workers(model, chunks)  # as the CLI does
         loaded_mb = peak_rss_mb()
         first_sample = timed(lambda: model.sample(1, seed=0))  # fits the tilt once
         n, chunk = args.rows, args.chunk_size

@@ -93,10 +93,11 @@ def killed_and_resumed(run_dir: Path, epsilon: float, after: float) -> dict:
     finished_first = process.poll() is not None
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    epsilon_at_kill, steps_at_kill = ledger(run_dir)
     at_kill = {
         "checkpoint_step_at_kill": checkpoint_step(run_dir),
-        "ledger_steps_at_kill": ledger(run_dir)[1],
-        "epsilon_at_kill": ledger(run_dir)[0],
+        "ledger_steps_at_kill": steps_at_kill,
+        "epsilon_at_kill": epsilon_at_kill,
         "finished_before_kill": finished_first,
     }
     if (run_dir / "synthetic.csv").is_file():  # written last: the run had finished
