@@ -46,7 +46,7 @@ from rdpgan.data.schema import Categorical, Schema
 from rdpgan.data.split import split
 from rdpgan.data.target import class_key
 from rdpgan.io import atomic_write, read_json
-from rdpgan.privacy.private_schema import SchemaBudget, private_schema
+from rdpgan.privacy.private_schema import SchemaBudget, SchemaRelease, private_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMIT = code_commit()
@@ -68,42 +68,46 @@ def schema_checks(
 ) -> list[dict]:
     """Per seeded draw of the private schema: the bar's columns dropped, bounds out of range."""
     rows = []
-    numbers = {n: pd.to_numeric(train[n], errors="coerce") for n in train.columns}
     for draw in range(draws):
-        _, release = private_schema(
-            train,
-            dataset,
-            SchemaConfig(source="private"),
-            SchemaBudget(epsilon, delta),
-            np.random.default_rng(draw),
-        )
-        schema = release.schema
-        dropped = [
-            n
-            for n in train.columns
-            if n != dataset.target and n not in schema.names and eligible(train[n])
-        ]
-        outside = []
-        for column in schema.columns:
-            if isinstance(column, Categorical):
-                continue
-            real = numbers[column.name].dropna()
-            span = real.max() - real.min()
-            if not (real.min() - span <= column.lo and column.hi <= real.max() + span):
-                outside.append(f"{column.name} [{column.lo:g}, {column.hi:g}]")
-        rows.append(
-            {
-                "draw": draw,
-                "columns": len(train.columns) - 1,
-                "eligible": sum(eligible(train[n]) for n in train.columns if n != dataset.target),
-                "kept": len(schema.names) - 1,
-                "eligible_dropped": "; ".join(dropped),
-                "bounds_outside": "; ".join(outside),
-                "target_classes": len(schema[dataset.target].levels),
-                "summary": release.summary(epsilon),
-            }
-        )
+        release = released_schema(train, dataset, epsilon, delta, draw)
+        rows.append({"draw": draw, **release_checks(train, dataset, release)})
+        rows[-1]["summary"] = release.summary(epsilon)
     return rows
+
+
+def released_schema(
+    train: pd.DataFrame, dataset: DatasetConfig, epsilon: float, delta: float, draw: int
+) -> SchemaRelease:
+    """``schema=private`` on ``train`` as a run releases it, its noise seeded by ``draw``."""
+    budget = SchemaBudget(epsilon, delta)
+    rng = np.random.default_rng(draw)
+    return private_schema(train, dataset, SchemaConfig(source="private"), budget, rng)[1]
+
+
+def release_checks(train: pd.DataFrame, dataset: DatasetConfig, release: SchemaRelease) -> dict:
+    """The bar's checks of one released schema: eligible columns dropped, bounds outside."""
+    schema = release.schema
+    dropped = [
+        n
+        for n in train.columns
+        if n != dataset.target and n not in schema.names and eligible(train[n])
+    ]
+    outside = []
+    for column in schema.columns:
+        if isinstance(column, Categorical):
+            continue
+        real = pd.to_numeric(train[column.name], errors="coerce").dropna()
+        span = real.max() - real.min()
+        if not (real.min() - span <= column.lo and column.hi <= real.max() + span):
+            outside.append(f"{column.name} [{column.lo:g}, {column.hi:g}]")
+    return {
+        "columns": len(train.columns) - 1,
+        "eligible": sum(eligible(train[n]) for n in train.columns if n != dataset.target),
+        "kept": len(schema.names) - 1,
+        "eligible_dropped": "; ".join(dropped),
+        "bounds_outside": "; ".join(outside),
+        "target_classes": len(schema[dataset.target].levels),
+    }
 
 
 def value_key(cell: object) -> str:

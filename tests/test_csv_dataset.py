@@ -22,12 +22,15 @@ from rdpgan.privacy import accountants
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 from rdpgan.privacy.mechanisms.partition import tail_cost
 from rdpgan.privacy.private_schema import (
+    BANDS,
     COUNT_STD_GOAL,
+    LOWEST_BAND,
     NO_VALUE_RELEASED,
     OTHER,
     SHARE_RANGE,
     Profile,
     SchemaBudget,
+    band_range,
     column_kind,
     counts_sensitivity,
     levels_spec,
@@ -82,7 +85,9 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
         tmp_path,
         *csv_args(messy_csv, "schema=private", "+schema.candidates.city=[Paris,Lyon,Nice,Rome]"),
         "schema.drop=[row_id]",
-        "schema.epsilon_fraction=0.1",
+        # 0.8 of epsilon: at 0.4, a lognormal income over six power-of-two bands of 150 rows
+        # each keeps its range in about 12 draws of 20 (the check here is of kinds and cost).
+        "schema.epsilon_fraction=0.2",
         "epsilon=4",
         "privacy.noise_seed=0",
     )
@@ -92,12 +97,12 @@ def test_private_schema_is_paid_for_in_the_same_ledger(tmp_path, messy_csv, monk
     mechanisms = {m["name"]: m for m in ledger["mechanisms"]}
     schema_release, tail = mechanisms["schema"], mechanisms["schema_new_values"]
     assert schema_release["kind"] == "gaussian"  # composed by the accountant with the rest
-    assert schema_release["epsilon_alone"] == pytest.approx(0.4, rel=0.01)
+    assert schema_release["epsilon_alone"] == pytest.approx(0.8, rel=0.01)
     # The new values' tail: delta one way, ln(1 / (1 - delta)) the other (partition.tail_cost).
     assert tail["kind"] == "approximate"
     assert tail["delta"] == pytest.approx(1e-6) and tail["epsilon"] == pytest.approx(1e-6)
     assert ledger["notes"] == [SEEDED_NOTE] and ledger["epsilon_spent"] <= 4.0
-    assert ledger["epsilon_spent"] > 0.4  # DP-SGD and the label counts were charged on top
+    assert ledger["epsilon_spent"] > 0.8  # DP-SGD and the label counts were charged on top
     assert recompute_epsilon(ledger) == pytest.approx(ledger["epsilon_spent"], abs=1e-9)
     costs = [m["epsilon_alone"] for m in ledger["mechanisms"] if m is not tail]  # each release
     assert all(c > 0 for c in costs) and sum(costs) >= ledger["epsilon_spent"]
@@ -309,7 +314,7 @@ def test_private_schema_costs_its_share_alone_and_declares_missing_everywhere():
     _, release = private(frame, 8.0, candidates={"c": ["a", "b", "z"]}, epsilon_fraction=0.1)
     counts, tail = release.releases
     assert (counts.kind, counts.sample_rate, counts.steps) == ("gaussian", 1.0, 2)
-    assert counts.details["sensitivity"] == pytest.approx(math.sqrt(3 * 2 + 3**2))
+    assert counts.details["sensitivity"] == pytest.approx(math.sqrt((2 + 1.5**2) * 2 + 3**2))
     alone = accountants.epsilon("rdp", [counts.triple()], 1e-5 - tail.delta)
     assert (tail.kind, tail.epsilon, tail.delta) == ("approximate", *[pytest.approx(1e-6)] * 2)
     # Calibrated to its 10% of epsilon with the tail's, no more.
@@ -415,7 +420,8 @@ def test_a_raw_csv_trains_quietly_and_its_schema_yaml_trains_again_for_free(tmp_
     run = tmp_path / "run"
     released = yaml.safe_load((run / "schema.yaml").read_text())["columns"]
     levels = {c["name"]: c["levels"] for c in released if c["kind"] == "categorical"}
-    assert set(levels) == {"half_words", "label"}
+    assert set(levels) == {"half_words", "label", "notes"}
+    assert levels["notes"] == ["(other)"]  # an empty column: kept, as whether a row holds one
     synthetic = pd.read_csv(run / "synthetic.csv", dtype=str, keep_default_na=False)
     for name, allowed in levels.items():
         assert set(synthetic[name]) - {""} <= {str(level) for level in allowed}
@@ -540,18 +546,45 @@ def test_the_kind_of_a_column_follows_its_released_profile_and_values():
     assert column_kind(Profile(0, 500, 0, 500, 0), {"a": 500}) == "categorical"
 
 
+def band(value: float) -> int:
+    """The cell of :func:`magnitude_bands` a positive number counts in."""
+    return BANDS + int(np.floor(np.log2(value))) - LOWEST_BAND
+
+
+def test_the_band_range_reads_pairs_of_bands_neighbours_and_zeros_but_no_lone_noise():
+    """Post-processing of noisy band counts (std 10, floor ~47): two bands below the floor
+    alone whose sum clears it count, and so do their neighbours above 2 stds (the range reaches
+    out to them); zeros above the floor pull the range to 0; a lone band of 4 stds far out,
+    what noise can do, counts for nothing."""
+    quantiles = (0.0, 1.0)
+    bands = np.zeros(2 * BANDS)
+    assert band_range(bands, 0.0, 10.0, quantiles) is None
+    bands[band(40)] = bands[band(70)] = 40.0  # 32-64 and 64-128: each below the floor alone
+    assert band_range(bands, 0.0, 10.0, quantiles) == (32.0, 128.0)
+    bands[band(200)] = 25.0  # 128-256: its neighbour counts, and it clears 2 stds
+    assert band_range(bands, 0.0, 10.0, quantiles) == (32.0, 256.0)
+    bands[band(2.0**40)] = 40.0  # far out, alone
+    assert band_range(bands, 0.0, 10.0, quantiles) == (32.0, 256.0)
+    assert band_range(bands, 60.0, 10.0, quantiles) == (0.0, 256.0)
+    assert band_range(np.zeros(2 * BANDS), 500.0, 10.0, quantiles) is None  # zeros alone
+
+
 def test_values_left_out_of_the_released_levels_get_a_level_of_their_own():
     """A 93/7 flag whose rare value did not clear the threshold keeps a second level, OTHER;
     a column whose released levels hold all its values gets none, and neither does one whose
     left-out share is within the noise (a near-constant column keeps its one value); a column
-    without a released value (an identifier) is dropped."""
+    without a released value (an identifier) is dropped, unless it is mostly missing: then it
+    says which rows hold a value (OTHER)."""
     config = SchemaConfig(source="private")
-    flag = levels_spec("flag", {"no": 930.0}, 1000.0, 20.0, config)
+    flag = levels_spec("flag", {"no": 930.0}, 1000.0, 0.0, 28.0, config)
     assert flag.levels == ["no", OTHER] and flag.other == OTHER and not flag.unlisted_as_missing
-    full = levels_spec("city", {"a": 600.0, "b": 400.0}, 1000.0, 20.0, config)
+    full = levels_spec("city", {"a": 600.0, "b": 400.0}, 1000.0, 0.0, 28.0, config)
     assert full.levels == ["a", "b"] and full.other is None and full.unlisted_as_missing
-    assert levels_spec("constant", {"x": 990.0}, 1000.0, 20.0, config).levels == ["x"]
-    assert levels_spec("row_id", {}, 1000.0, 20.0, config) == NO_VALUE_RELEASED
+    assert levels_spec("constant", {"x": 990.0}, 1000.0, 0.0, 28.0, config).levels == ["x"]
+    assert levels_spec("row_id", {}, 1000.0, 0.0, 28.0, config) == NO_VALUE_RELEASED
+    rare = levels_spec("misc", {}, 40.0, 960.0, 28.0, config)
+    assert rare.levels == [OTHER] and rare.other == OTHER
+    assert levels_spec("notes", {}, 600.0, 400.0, 28.0, config) == NO_VALUE_RELEASED
     column = Schema.from_specs([flag])["flag"]
     codes = column.encode(pd.Series(["no", "yes", "maybe", None]))
     assert column.decode(codes).tolist() == ["no", OTHER, OTHER, None]

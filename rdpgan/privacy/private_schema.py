@@ -16,11 +16,12 @@ number):
    one count to each: its value profile (missing / text / zero / integer / fraction), the
    values it holds (Gaussian partition selection, :mod:`~rdpgan.privacy.mechanisms.partition`:
    a value is released when its noisy count clears a threshold; with ``schema.candidates``,
-   counts of the public candidates), and the signed power-of-two band of its number. The
-   target: its values and its missing cells, weighed by :data:`TARGET_WEIGHT` (a named
-   ``positive_label`` is public and always a class). L2 sensitivity
-   sqrt(3 × features + TARGET_WEIGHT²). The threshold's tail is a delta of its own
-   (``delta_fraction`` of delta), recorded as an approximate release.
+   counts of the public candidates), and the signed power-of-two band of its number; its
+   values weighed by :data:`VALUE_WEIGHT`. The target: its values and its missing cells,
+   weighed by :data:`TARGET_WEIGHT` (a named ``positive_label`` is public and always a class).
+   L2 sensitivity sqrt((2 + VALUE_WEIGHT²) × features + TARGET_WEIGHT²). The threshold's
+   tail is a delta of its own (``delta_fraction`` of delta), recorded as an approximate
+   release.
 2. **Bounds**, for the columns the counts say are numeric: a hierarchical histogram
    (:mod:`~rdpgan.privacy.mechanisms.tree`) of each one's values within the bands released in
    1. Its bounds are the ``quantiles`` of the released density: their error is a cell of the
@@ -75,20 +76,26 @@ PROFILE_CELLS = ("missing", "text", "zero", "integer", "fraction")
 # band), negative numbers first: 1e-6 to 1e19 either side of 0.
 LOWEST_BAND, HIGHEST_BAND = -20, 63
 BANDS = HIGHEST_BAND - LOWEST_BAND + 1
-# Histograms each feature column adds one count per row to in the first release (profile,
-# value, band); the target adds TARGET_WEIGHT to one of its cells (its value, or missing).
-HISTOGRAMS_PER_FEATURE = 3
+# Histograms each feature column adds one count per row to in the first release besides its
+# values (profile, band); its values add VALUE_WEIGHT, the target TARGET_WEIGHT to one of its
+# cells (its value, or missing).
+UNWEIGHED_HISTOGRAMS = 2
 # The target's counts (its values, or candidates, and its missing cells: one row adds to one of
 # them) are weighed by this much in the same Gaussian draw: its classes then carry 1/weight of
-# the features' noise, for a sensitivity of sqrt(3 x features + weight^2) instead of
-# sqrt(3 x features + 1). The target first: a 6% class of a 2,000-row table clears the
+# the noise of the features' profiles, for a sensitivity of sqrt(... + weight^2) instead of
+# sqrt(... + 1). The target first: a 6% class of a 2,000-row table clears the
 # threshold, and a multi-class target keeps its classes.
 TARGET_WEIGHT = 3.0
+# A feature's value counts (released values or candidates) are weighed by this much too: its
+# levels then carry 1/weight of the noise its profile and bands carry, for a sensitivity of
+# sqrt((2 + weight^2) x features + TARGET_WEIGHT^2). A level's threshold matters more than a
+# profile cell (read in sums of thousands of rows) or a band (read by its quantiles).
+VALUE_WEIGHT = 1.5
 # A multi-class target is kept as it is unless its released classes leave out more rows than
 # this many stds of the noise (then one-vs-rest around the positive label keeps every row).
 TARGET_NOISE = 3.0
 # Decisions read off a column's noisy counts (post-processing).
-EMPTY_SHARE = 0.02  # fewer values than this share of the rows: the column is dropped
+EMPTY_SHARE = 0.02  # fewer values than this share of the rows: no numeric range is read
 NUMERIC_SHARE = 0.9  # at least this share of the values parse as numbers: numeric
 # ...or at least MOSTLY_NUMBERS of them, when released text values (at most MAX_TOKENS, e.g.
 # "N", "NA", "-") leave the rest below 1 - NUMERIC_SHARE: numeric, those tokens missing.
@@ -116,11 +123,16 @@ POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a cod
 # noise stds (a public list needs no partition-selection threshold, only to stay above the
 # noise).
 NOISE_FLOOR = 3.0
-# A band counts where its noisy count clears the std times the normal quantile at which, of a
-# column's 2 x BANDS empty bands, one clears it by noise alone with probability
-# SPURIOUS_BAND: 3 stds would let one of 168 empty bands through a fifth of the time, and a
-# spurious band far out would stretch the bounds to it.
+# A band counts where its noisy count (or its sum with a neighbour's) clears the std times the
+# normal quantile at which, of a column's 2 x BANDS empty bands (and pairs), one clears it by
+# noise alone with probability SPURIOUS_BAND: 3 stds would let one of 168 empty bands through
+# a fifth of the time, and a spurious band far out would stretch the bounds to it.
 SPURIOUS_BAND = 1e-3
+# ...and so does a band next to one that counts (in value order, 0 between the signs) whose
+# noisy count clears NEAR_BAND_NOISE stds: an empty band beside the data that clears it by
+# noise only widens the range the bounds' tree reads by one band, and the tree finds no
+# values there; a band of real values the first floor missed keeps its values unclipped.
+NEAR_BAND_NOISE = 2.0
 # The bounds' quantiles are moved in past the mass of TAIL_CELLS tree cells spread evenly for
 # want of counts above the noise (each holds under DENSITY_SPLIT_NOISE stds), at most to
 # MAX_TAIL and 1 - MAX_TAIL: such mass lies anywhere in its cell (a latitude's few rows under
@@ -128,8 +140,10 @@ SPURIOUS_BAND = 1e-3
 TAIL_CELLS = 2
 MAX_TAIL = 0.1
 # The bounds are widened by this share of the span between the two quantiles, each side
-# (within the released bands), so the tail beyond them is not all clipped onto one value.
-BOUND_MARGIN = 0.02
+# (within the released bands), so the tail beyond them is not all clipped onto one value
+# (the quantiles are moved in by up to MAX_TAIL: clipped there, a tenth of a column's values
+# would pile onto its bound). Within the bar's [min - span, max + span] whatever the noise.
+BOUND_MARGIN = 0.1
 # A numeric column's bounds are found on a log scale where its bands span more than this ratio
 # (all positive): a census income's 1st percentile is then not lost in one linear cell.
 LOG_SPAN = 4.0
@@ -381,7 +395,7 @@ def noisy_counts(
     sparse: dict[tuple[str, str], float] = {}
     for name in [*features, target]:
         series = frame[name]
-        weight = TARGET_WEIGHT if name == target else 1.0
+        weight = TARGET_WEIGHT if name == target else VALUE_WEIGHT
         if name == target:
             dense.append((name, "missing", np.array([weight * float(series.isna().sum())])))
         else:
@@ -394,14 +408,14 @@ def noisy_counts(
             sparse.update({(name, v): weight * c for v, c in value_counts(series).items()})
     noisy = noisy_tables([counts for *_, counts in dense], std, rng) if dense else []
     kept = {}
-    for weight, names in ((1.0, set(features)), (TARGET_WEIGHT, {target})):
+    for weight, names in ((VALUE_WEIGHT, set(features)), (TARGET_WEIGHT, {target})):
         part = {key: count for key, count in sparse.items() if key[0] in names}
         threshold = gaussian_threshold(std, tail, keys, weight) if keys else 0.0
         found = gaussian_partitions(part, std, threshold, rng) if part else {}
         kept.update({key: count / weight for key, count in found.items()})
     out = Counts({}, {}, {name: {} for name in [*features, target]})
     for (name, part, _), values in zip(dense, noisy, strict=True):
-        weight = TARGET_WEIGHT if name == target else 1.0
+        weight = TARGET_WEIGHT if name == target else VALUE_WEIGHT
         if part == "profile":
             out.profiles[name] = Profile.of(values, std)
         elif part == "bands":
@@ -426,21 +440,40 @@ def selected_columns(names: list[str], config: SchemaConfig) -> int:
 
 
 def band_range(
-    bands: np.ndarray, std: float, quantiles: tuple[float, float]
+    bands: np.ndarray, zeros: float, std: float, quantiles: tuple[float, float]
 ) -> tuple[float, float] | None:
     """The numbers from the band holding the lower quantile to the one holding the upper, of
-    the bands' noisy counts (those below :data:`SPURIOUS_BAND`'s floor read as empty); None
-    when no band clears it. Post-processing."""
-    floor = std * float(-ndtri(SPURIOUS_BAND / (2 * BANDS)))
-    counts = np.where(bands >= floor, bands, 0.0)
-    total = counts.sum()
-    if total <= 0:
-        return None
-    cumulative = np.cumsum(counts) / total
+    the bands' noisy counts and the noisy count of ``zeros`` between the negative and the
+    positive bands (those below :data:`SPURIOUS_BAND`'s floor read as empty: a column whose
+    zeros stand out reaches 0); None when no band clears it. Post-processing."""
+    # Two tests per band, each at the quantile of SPURIOUS_BAND over all of them: the band
+    # alone, and with its upper neighbour (noise sqrt(2) std: a column spread over two bands,
+    # each below the floor alone, still counts).
+    z = float(-ndtri(SPURIOUS_BAND / (2 * 2 * BANDS)))
+    cells = np.insert(bands, BANDS, zeros)
+    kept = cells >= z * std
+    pairs = cells[:-1] + cells[1:] >= z * math.sqrt(2.0) * std
+    kept[:-1] |= pairs
+    kept[1:] |= pairs
+    while True:  # out from the bands that clear it, through neighbours above NEAR_BAND_NOISE
+        near = (np.roll(kept, 1) | np.roll(kept, -1)) & ~kept & (cells >= NEAR_BAND_NOISE * std)
+        near[[0, -1]] &= kept[[1, -2]]  # (no wrapping around)
+        if not near.any():
+            break
+        kept |= near
+    counts = np.where(kept, cells, 0.0)
+    if not (counts[:BANDS].any() or counts[BANDS + 1 :].any()):
+        return None  # zeros alone are no range
+    cumulative = np.cumsum(counts) / counts.sum()
     first = int(np.searchsorted(cumulative, quantiles[0], side="right"))
     last = int(np.searchsorted(cumulative, quantiles[1], side="left"))
     last = min(max(last, first), len(counts) - 1)
-    return band_edges(first)[0], band_edges(last)[1]
+
+    def edges(cell: int) -> tuple[float, float]:
+        return (0.0, 0.0) if cell == BANDS else band_edges(cell - (cell > BANDS))
+
+    lo, hi = edges(first)[0], edges(last)[1]
+    return (lo, hi) if lo < hi else None
 
 
 def on_log_scale(lo: float, hi: float) -> bool:
@@ -623,17 +656,29 @@ def left_out(found: dict[Any, float], present: float, floor: float) -> bool:
 
 
 def levels_spec(
-    name: str, found: dict[Any, float], present: float, std: float, config: SchemaConfig
+    name: str,
+    found: dict[Any, float],
+    present: float,
+    absent: float,
+    noise: float,
+    config: SchemaConfig,
 ) -> ColumnSpec | str:
     """A categorical column's spec from its released levels (the ``max_levels`` most frequent
-    by noisy count, and :data:`OTHER` when they leave out enough of the ``present`` values,
-    whose noisy counts have noise ``std``), or why it is dropped (no level released)."""
+    by noisy count, and :data:`OTHER` when they leave out enough of the ``present`` values:
+    more than :data:`OTHER_NOISE` times the ``noise`` std of what they leave out), or why it is
+    dropped (no level released).
+
+    A column mostly missing (fewer ``present`` values than ``absent`` ones, an empty one
+    included) whose values are each too rare to be released is kept as whether it holds one:
+    :data:`OTHER` or missing (a "miscellaneous feature" few houses have says which houses have
+    one; dropped, it would be a column the output lacks)."""
     frequent = sorted(found, key=lambda level: -found[level])[: config.max_levels]
+    if not frequent and present < absent:
+        return ColumnSpec(name, "categorical", levels=[OTHER], missing=True, other=OTHER)
     if not frequent:  # an identifier, free text: each value too rare to be released
         return NO_VALUE_RELEASED
     kept = {level: found[level] for level in frequent}
-    # OTHER_NOISE stds of the difference of two noisy counts.
-    beyond_noise = left_out(kept, present, OTHER_NOISE * math.sqrt(2.0) * std)
+    beyond_noise = left_out(kept, present, OTHER_NOISE * noise)
     other = OTHER if beyond_noise and OTHER not in map(str, frequent) else None
     # One level is kept too: a near-constant column (a pool area that is 0 in 99.5% of the
     # rows) is written as its one value rather than left out of the output.
@@ -712,9 +757,10 @@ def _check_private_settings(config: SchemaConfig) -> None:
 
 
 def counts_sensitivity(features: int) -> float:
-    """Release 1's L2 sensitivity: one count in each of 3 histograms per feature, and
-    :data:`TARGET_WEIGHT` in one of the target's cells."""
-    return math.sqrt(HISTOGRAMS_PER_FEATURE * features + TARGET_WEIGHT**2)
+    """Release 1's L2 sensitivity: per feature one count in its profile and one in its bands,
+    :data:`VALUE_WEIGHT` in its values, and :data:`TARGET_WEIGHT` in one of the target's
+    cells."""
+    return math.sqrt((UNWEIGHED_HISTOGRAMS + VALUE_WEIGHT**2) * features + TARGET_WEIGHT**2)
 
 
 def schema_noise(
@@ -781,7 +827,8 @@ def private_schema(
     sigma, tail = schema_noise(budget, config, len(features), selected)
     sensitivity = counts_sensitivity(len(features))
     std = sigma * sensitivity
-    threshold = gaussian_threshold(std, tail, selected) if selected else 0.0
+    # In rows of a feature's values (a count is weighed by VALUE_WEIGHT before its noise).
+    threshold = gaussian_threshold(std, tail, selected, VALUE_WEIGHT) / VALUE_WEIGHT
     releases = [
         Release(
             SCHEMA_COUNTS,
@@ -791,13 +838,14 @@ def private_schema(
             2,
             {
                 "mechanisms": "gaussian: value profiles, power-of-two bands, candidate counts "
-                "and partition selection over values, the target's weighed by "
-                f"{TARGET_WEIGHT:g} (release 1, sensitivity sqrt(3 x features + "
+                f"and partition selection over values, weighed by {VALUE_WEIGHT:g} (the "
+                f"target's by {TARGET_WEIGHT:g}; release 1, sensitivity sqrt("
+                f"{UNWEIGHED_HISTOGRAMS + VALUE_WEIGHT**2:g} x features + "
                 f"{TARGET_WEIGHT**2:g})); hierarchical histograms of numeric columns within "
                 "their bands (release 2, sensitivity sqrt(levels x numeric columns))",
                 "sensitivity": sensitivity,
                 "columns": len(features) + 1,
-                "threshold": threshold,
+                "threshold": threshold if selected else 0.0,
             },
         ),
     ]
@@ -823,13 +871,16 @@ def private_schema(
         profile, levels = counts.profiles[name], counts.levels[name]
         declared = config.types.get(name, "categorical" if name in config.candidates else None)
         kind = declared or column_kind(profile, levels)
-        found = band_range(counts.bands[name], std, quantiles) if kind == "continuous" else None
-        if profile.empty:
-            dropped[name] = "(almost) all missing"
-        elif found is not None:
+        zeros = 0.0 if profile.zero_code else profile.zero  # (a zero code: 0 is inside)
+        ranged = kind == "continuous" and not profile.empty
+        found = band_range(counts.bands[name], zeros, std, quantiles) if ranged else None
+        if found is not None:
             ranges[name] = found
         else:  # categorical, a code, or numbers without a released range
-            spec = levels_spec(name, levels, counts.rows - profile.missing, std, config)
+            present, absent = counts.rows - profile.missing, profile.missing
+            # What the levels leave out: the difference of a profile count and a level's.
+            noise = math.hypot(std, std / VALUE_WEIGHT)
+            spec = levels_spec(name, levels, present, absent, noise, config)
             if isinstance(spec, str):
                 dropped[name] = spec if kind != "continuous" else "no numeric range released"
             else:

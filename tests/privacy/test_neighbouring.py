@@ -606,7 +606,8 @@ def test_release_marginals_selects_pairs_from_released_inputs_only(monkeypatch):
 
 def test_the_private_schema_queries_move_by_at_most_one_count_each():
     """Each of a column's counts (profile, bands, candidates, values) moves by at most one
-    count in one cell between neighbouring columns: what sqrt(3 x features + 9) adds up."""
+    count in one cell between neighbouring columns: what sqrt((2 + VALUE_WEIGHT^2) x features
+    + TARGET_WEIGHT^2) adds up, once weighed."""
     worst = 0.0
     for seed in range(200):
         table, bigger = neighbours(seed)
