@@ -567,6 +567,23 @@ def test_the_band_range_reads_pairs_of_bands_neighbours_and_zeros_but_no_lone_no
     assert band_range(bands, 0.0, 10.0, quantiles) == (32.0, 256.0)
     assert band_range(bands, 60.0, 10.0, quantiles) == (0.0, 256.0)
     assert band_range(np.zeros(2 * BANDS), 500.0, 10.0, quantiles) is None  # zeros alone
+    # A pair's band below 2 stds (here negative) is not one: the range does not step past it.
+    lone = np.zeros(2 * BANDS)
+    lone[band(40)], lone[band(20)], lone[band(10)] = 1000.0, -3.0, 21.0
+    assert band_range(lone, 0.0, 10.0, (0.01, 0.99)) == (32.0, 64.0)
+
+
+def test_a_private_schema_with_candidates_for_every_column_selects_no_partition():
+    """No column left to partition selection: no threshold, no tail release, and a schema."""
+    frame = pd.DataFrame({"c": ["a", "b"] * 500, "y": ["yes", "no", "no", "no"] * 250})
+    config = SchemaConfig(source="private", candidates={"c": ["a", "b"], "y": ["yes", "no"]})
+    dataset = DatasetConfig(name="t", file="", target="y", positive_label="yes")
+    _, release = private_schema(
+        frame, dataset, config, SchemaBudget(8.0, 1e-5), np.random.default_rng(0)
+    )
+    assert [r.name for r in release.releases] == ["schema"]
+    assert release.releases[0].details["threshold"] == 0.0
+    assert release.schema["c"].levels == ("a", "b")
 
 
 def test_values_left_out_of_the_released_levels_get_a_level_of_their_own():
@@ -576,15 +593,15 @@ def test_values_left_out_of_the_released_levels_get_a_level_of_their_own():
     without a released value (an identifier) is dropped, unless it is mostly missing: then it
     says which rows hold a value (OTHER)."""
     config = SchemaConfig(source="private")
-    flag = levels_spec("flag", {"no": 930.0}, 1000.0, 0.0, 28.0, config)
+    flag = levels_spec("flag", {"no": 930.0}, 1000.0, 0.0, (20.0, 20.0), config)
     assert flag.levels == ["no", OTHER] and flag.other == OTHER and not flag.unlisted_as_missing
-    full = levels_spec("city", {"a": 600.0, "b": 400.0}, 1000.0, 0.0, 28.0, config)
+    full = levels_spec("city", {"a": 600.0, "b": 400.0}, 1000.0, 0.0, (20.0, 20.0), config)
     assert full.levels == ["a", "b"] and full.other is None and full.unlisted_as_missing
-    assert levels_spec("constant", {"x": 990.0}, 1000.0, 0.0, 28.0, config).levels == ["x"]
-    assert levels_spec("row_id", {}, 1000.0, 0.0, 28.0, config) == NO_VALUE_RELEASED
-    rare = levels_spec("misc", {}, 40.0, 960.0, 28.0, config)
+    assert levels_spec("constant", {"x": 990.0}, 1000.0, 0.0, (20.0, 20.0), config).levels == ["x"]
+    assert levels_spec("row_id", {}, 1000.0, 0.0, (20.0, 20.0), config) == NO_VALUE_RELEASED
+    rare = levels_spec("misc", {}, 40.0, 960.0, (20.0, 20.0), config)
     assert rare.levels == [OTHER] and rare.other == OTHER
-    assert levels_spec("notes", {}, 600.0, 400.0, 28.0, config) == NO_VALUE_RELEASED
+    assert levels_spec("notes", {}, 600.0, 400.0, (20.0, 20.0), config) == NO_VALUE_RELEASED
     column = Schema.from_specs([flag])["flag"]
     codes = column.encode(pd.Series(["no", "yes", "maybe", None]))
     assert column.decode(codes).tolist() == ["no", OTHER, OTHER, None]

@@ -129,9 +129,9 @@ NOISE_FLOOR = 3.0
 # a fifth of the time, and a spurious band far out would stretch the bounds to it.
 SPURIOUS_BAND = 1e-3
 # ...and so does a band next to one that counts (in value order, 0 between the signs) whose
-# noisy count clears NEAR_BAND_NOISE stds: an empty band beside the data that clears it by
-# noise only widens the range the bounds' tree reads by one band, and the tree finds no
-# values there; a band of real values the first floor missed keeps its values unclipped.
+# noisy count clears NEAR_BAND_NOISE stds (as each band of a pair must): an empty band beside
+# the data that clears it by noise only widens the range the bounds' tree reads, and the tree
+# finds no values there; a band of real values the first floor missed keeps them unclipped.
 NEAR_BAND_NOISE = 2.0
 # The bounds' quantiles are moved in past the mass of TAIL_CELLS tree cells spread evenly for
 # want of counts above the noise (each holds under DENSITY_SPLIT_NOISE stds), at most to
@@ -451,12 +451,13 @@ def band_range(
     # each below the floor alone, still counts).
     z = float(-ndtri(SPURIOUS_BAND / (2 * 2 * BANDS)))
     cells = np.insert(bands, BANDS, zeros)
+    near_floor = cells >= NEAR_BAND_NOISE * std  # (a pair's band must clear this one alone)
     kept = cells >= z * std
     pairs = cells[:-1] + cells[1:] >= z * math.sqrt(2.0) * std
-    kept[:-1] |= pairs
-    kept[1:] |= pairs
+    kept[:-1] |= pairs & near_floor[:-1]
+    kept[1:] |= pairs & near_floor[1:]
     while True:  # out from the bands that clear it, through neighbours above NEAR_BAND_NOISE
-        near = (np.roll(kept, 1) | np.roll(kept, -1)) & ~kept & (cells >= NEAR_BAND_NOISE * std)
+        near = (np.roll(kept, 1) | np.roll(kept, -1)) & ~kept & near_floor
         near[[0, -1]] &= kept[[1, -2]]  # (no wrapping around)
         if not near.any():
             break
@@ -660,13 +661,13 @@ def levels_spec(
     found: dict[Any, float],
     present: float,
     absent: float,
-    noise: float,
+    noise: tuple[float, float],
     config: SchemaConfig,
 ) -> ColumnSpec | str:
     """A categorical column's spec from its released levels (the ``max_levels`` most frequent
     by noisy count, and :data:`OTHER` when they leave out enough of the ``present`` values:
-    more than :data:`OTHER_NOISE` times the ``noise`` std of what they leave out), or why it is
-    dropped (no level released).
+    more than :data:`OTHER_NOISE` stds of what they leave out, ``noise`` being the noise std
+    of ``present`` and of each level's count), or why it is dropped (no level released).
 
     A column mostly missing (fewer ``present`` values than ``absent`` ones, an empty one
     included) whose values are each too rare to be released is kept as whether it holds one:
@@ -678,7 +679,9 @@ def levels_spec(
     if not frequent:  # an identifier, free text: each value too rare to be released
         return NO_VALUE_RELEASED
     kept = {level: found[level] for level in frequent}
-    beyond_noise = left_out(kept, present, OTHER_NOISE * noise)
+    present_noise, level_noise = noise
+    rest_noise = math.sqrt(present_noise**2 + len(kept) * level_noise**2)
+    beyond_noise = left_out(kept, present, OTHER_NOISE * rest_noise)
     other = OTHER if beyond_noise and OTHER not in map(str, frequent) else None
     # One level is kept too: a near-constant column (a pool area that is 0 in 99.5% of the
     # rows) is written as its one value rather than left out of the output.
@@ -828,7 +831,8 @@ def private_schema(
     sensitivity = counts_sensitivity(len(features))
     std = sigma * sensitivity
     # In rows of a feature's values (a count is weighed by VALUE_WEIGHT before its noise).
-    threshold = gaussian_threshold(std, tail, selected, VALUE_WEIGHT) / VALUE_WEIGHT
+    threshold = gaussian_threshold(std, tail, selected, VALUE_WEIGHT) if selected else 0.0
+    threshold /= VALUE_WEIGHT
     releases = [
         Release(
             SCHEMA_COUNTS,
@@ -845,7 +849,7 @@ def private_schema(
                 "their bands (release 2, sensitivity sqrt(levels x numeric columns))",
                 "sensitivity": sensitivity,
                 "columns": len(features) + 1,
-                "threshold": threshold if selected else 0.0,
+                "threshold": threshold,
             },
         ),
     ]
@@ -871,15 +875,16 @@ def private_schema(
         profile, levels = counts.profiles[name], counts.levels[name]
         declared = config.types.get(name, "categorical" if name in config.candidates else None)
         kind = declared or column_kind(profile, levels)
-        zeros = 0.0 if profile.zero_code else profile.zero  # (a zero code: 0 is inside)
+        # Zeros of a column of numbers (with a code of their own, 0 is inside anyway).
+        numbers = profile.date_format is None and not profile.zero_code
+        zeros = profile.zero if numbers else 0.0
         ranged = kind == "continuous" and not profile.empty
         found = band_range(counts.bands[name], zeros, std, quantiles) if ranged else None
         if found is not None:
             ranges[name] = found
         else:  # categorical, a code, or numbers without a released range
             present, absent = counts.rows - profile.missing, profile.missing
-            # What the levels leave out: the difference of a profile count and a level's.
-            noise = math.hypot(std, std / VALUE_WEIGHT)
+            noise = (math.hypot(counts.rows_std(std), std), std / VALUE_WEIGHT)
             spec = levels_spec(name, levels, present, absent, noise, config)
             if isinstance(spec, str):
                 dropped[name] = spec if kind != "continuous" else "no numeric range released"
