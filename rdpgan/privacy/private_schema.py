@@ -62,9 +62,8 @@ from rdpgan.privacy.mechanisms.partition import (
 )
 from rdpgan.privacy.mechanisms.tree import (
     DENSITY_LEVELS,
-    DENSITY_SPLIT_NOISE,
     level_counts,
-    tree_density,
+    tree_split,
 )
 
 SCHEMA_COUNTS = "schema"
@@ -133,19 +132,14 @@ SPURIOUS_BAND = 1e-3
 # the data that clears it by noise only widens the range the bounds' tree reads, and the tree
 # finds no values there; a band of real values the first floor missed keeps them unclipped.
 NEAR_BAND_NOISE = 2.0
-# The bounds' quantiles are moved in past the mass of TAIL_CELLS tree cells spread evenly for
-# want of counts above the noise (each holds under DENSITY_SPLIT_NOISE stds), at most to
-# MAX_TAIL and 1 - MAX_TAIL: such mass lies anywhere in its cell (a latitude's few rows under
-# 42 spread over [41.5, 42)), and a bound placed in it is placed by the noise.
-TAIL_CELLS = 2
-MAX_TAIL = 0.1
 # The bounds are widened by this share of the span between the two quantiles, each side
-# (within the released bands), so the tail beyond them is not all clipped onto one value
-# (the quantiles are moved in by up to MAX_TAIL: clipped there, a tenth of a column's values
-# would pile onto its bound). Within the bar's [min - span, max + span] only while the
-# quantiles lie within the data, which the noise does not ensure: at 0dc232b Ames's latitude
-# came out past max + span in 3 draws of 5.
-BOUND_MARGIN = 0.1
+# (within the released bands), so that a tail the tree cannot resolve is not all clipped onto
+# one value.
+BOUND_MARGIN = 0.02
+# The bounds' tree places mass it cannot resolve within reach of the released density's core,
+# between its REACH_CORE and 1 - REACH_CORE quantiles (:func:`within_reach`): within
+# [min - (max - min), max + (max - min)] of the column when the core lies within the data.
+REACH_CORE = 0.1
 # A numeric column's bounds are found on a log scale where its bands span more than this ratio
 # (all positive): a census income's 1st percentile is then not lost in one linear cell.
 LOG_SPAN = 4.0
@@ -153,11 +147,14 @@ LOG_SPAN = 4.0
 # counts' noise std COUNT_STD_GOAL rows (partition selection's threshold is then ~105 rows: a
 # value held by 5% of a 2,000-row table clears it about half the time, and its column keeps
 # an "(other)" level when it does not), within SHARE_RANGE. The noise std grows with the square
-# root of the columns, so a wide table takes a larger share. The rows cannot steer it: they are
+# root of the columns, so a wide table takes a larger share: up to half (Ames's 73 columns at
+# epsilon 8 lose fewer levels to the threshold at 0.5 than at 0.3 (schema-only TVD on its
+# validation rows, scripts/tune_schema.py: 0.047 against 0.075), and its training at epsilon 4
+# costs it less). The rows cannot steer it: they are
 # private, and a share chosen from a released row count would make the run's later noise
 # depend on a release, which the accountant's composition does not cover.
 COUNT_STD_GOAL = 20.0
-SHARE_RANGE = (0.05, 0.3)
+SHARE_RANGE = (0.05, 0.5)
 
 
 @dataclass
@@ -330,13 +327,6 @@ class Profile:
         if best_date <= 0 or best_date < NUMERIC_SHARE * self.kind_present:
             return None
         return FORMATS[int(np.argmax(self.dates))]
-
-    @property
-    def ranged(self) -> float:
-        """The numbers the bounds are read from (0 aside when it has a code of its own)."""
-        if self.date_format is not None:
-            return sum(self.dates)
-        return self.numbers - self.zero if self.zero_code else self.numbers
 
     @property
     def zero_code(self) -> bool:
@@ -515,15 +505,62 @@ def numbers_of(series: pd.Series, profile: Profile) -> np.ndarray:
     return values[values != 0] if zero_mass else values
 
 
+def spread_blocks(spread_from: np.ndarray) -> list[slice]:
+    """The coarse cells :func:`~rdpgan.privacy.mechanisms.tree.tree_split` spread mass over
+    evenly, as slices of the finest level."""
+    levels = int(np.log2(len(spread_from)))
+    blocks = []
+    for depth in np.unique(spread_from[spread_from < levels]):
+        size = 2 ** (levels - depth)
+        for block in np.unique(np.nonzero(spread_from == depth)[0] // size):
+            blocks.append(slice(block * size, (block + 1) * size))
+    return blocks
+
+
+def quantile_cells(density: np.ndarray, quantiles: tuple[float, float]) -> tuple[int, int]:
+    """The cells of two ``quantiles`` of ``density`` (the second no lower than the first)."""
+    cumulative = np.cumsum(density)
+    low = int(np.searchsorted(cumulative, quantiles[0], side="right"))
+    return low, max(int(np.searchsorted(cumulative, quantiles[1], side="left")), low)
+
+
+def within_reach(density: np.ndarray, spread_from: np.ndarray) -> np.ndarray:
+    """``density`` with the mass the tree spread evenly over a coarse cell kept within reach of
+    its core: the cells c - w to d + w, where c and d are the :data:`REACH_CORE` and
+    1 - REACH_CORE quantiles' cells (w cells apart) once such mass is put on its cell's edge
+    nearest the median. Where in its cell such mass lies is not released (a latitude's few
+    rows under 42 spread over [41.5, 42); 300 dates' last weeks spread over 16 months): spread
+    over the whole cell, a bound read in it is placed by the cell's width; all put on its inner
+    edge, a tail the tree cannot resolve is clipped. Post-processing."""
+    median = int(np.searchsorted(np.cumsum(density), 0.5))
+    outer = [b for b in spread_blocks(spread_from) if not b.start <= median < b.stop]
+    inner_edges = density.copy()
+    for block in outer:
+        mass = inner_edges[block].sum()
+        inner_edges[block] = 0.0
+        inner_edges[block.stop - 1 if block.stop <= median else block.start] = mass
+    low, high = quantile_cells(inner_edges, (REACH_CORE, 1.0 - REACH_CORE))
+    width = high - low + 1
+    first, last = max(low - width, 0), min(high + width, len(density) - 1)
+    out = density.copy()
+    for block in outer:
+        mass = out[block].sum()
+        out[block] = 0.0
+        start, stop = max(block.start, first), min(block.stop, last + 1)
+        if start < stop:
+            out[start:stop] = mass / (stop - start)
+        else:  # beyond reach: on its edge
+            out[first if block.stop <= median else last] += mass
+    return out
+
+
 def density_bounds(
     density: np.ndarray, lo: float, hi: float, quantiles: tuple[float, float]
 ) -> tuple[float, float]:
     """The ``quantiles`` of a released density over equal cells of [lo, hi] (its cells' outer
     edges), widened by :data:`BOUND_MARGIN` of their span within [lo, hi]. Post-processing."""
     cells = len(density)
-    cumulative = np.cumsum(density)
-    first = int(np.searchsorted(cumulative, quantiles[0], side="right"))
-    last = max(int(np.searchsorted(cumulative, quantiles[1], side="left")), first)
+    first, last = quantile_cells(density, quantiles)
     low = position_value(2.0 * first / cells - 1.0, lo, hi)
     high = position_value(2.0 * min(last + 1, cells) / cells - 1.0, lo, hi)
     margin = BOUND_MARGIN * (high - low)
@@ -540,7 +577,8 @@ def numeric_bounds(
 ) -> dict[str, tuple[float, float]]:
     """Release 2 (see the module docstring): each numeric column's hierarchical histogram within
     its released band range, one Gaussian draw for all (L2 sensitivity sqrt(levels × columns)),
-    and the bounds read off it, at quantiles no nearer 0 and 1 than :data:`TAIL_CELLS` allow."""
+    and the bounds read off it at ``quantiles``, the mass it cannot place kept within reach
+    (:func:`within_reach`)."""
     if not ranges:
         return {}
     tables = [
@@ -561,9 +599,7 @@ def numeric_bounds(
             np.where(level >= NOISE_FLOOR * std, level, 0.0)
             for level in noisy[k * DENSITY_LEVELS : (k + 1) * DENSITY_LEVELS]
         ]
-        tail = min(TAIL_CELLS * DENSITY_SPLIT_NOISE * std / max(profiles[name].ranged, 1), MAX_TAIL)
-        safe = (max(quantiles[0], tail), min(quantiles[1], 1.0 - tail))
-        bounds[name] = density_bounds(tree_density(levels, std), lo, hi, safe)
+        bounds[name] = density_bounds(within_reach(*tree_split(levels, std)), lo, hi, quantiles)
     return bounds
 
 

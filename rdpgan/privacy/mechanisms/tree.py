@@ -42,12 +42,25 @@ def tree_density(levels: Sequence[np.ndarray], noise_std: float) -> np.ndarray:
     noisy counts, or evenly where the cell holds fewer than ``DENSITY_SPLIT_NOISE`` noise
     stds (PrivTree's rule: a split below the noise would follow the noise). Coarse levels fix
     where the mass is, so the noise of the 1,024 fine cells does not add up along the range."""
+    return tree_split(levels, noise_std)[0]
+
+
+def tree_split(levels: Sequence[np.ndarray], noise_std: float) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`tree_density`, and for each finest cell the level whose cell its mass was
+    spread evenly from: ``len(levels)`` where every split down to it followed counts). A
+    reader that must not place a bound by the noise needs to know which mass lies anywhere
+    in a coarse cell."""
     estimate = np.array([max(float(levels[0].sum()), 0.0)])
-    for noisy in levels:
+    spread_from = np.array([len(levels)])
+    for depth, noisy in enumerate(levels):
         halves = np.clip(noisy, 0.0, None).reshape(-1, 2)
         sums = halves.sum(axis=1, keepdims=True)
         split = np.where(sums > 0, halves / np.where(sums > 0, sums, 1.0), 0.5)
-        split[estimate < DENSITY_SPLIT_NOISE * noise_std] = 0.5
+        even = (estimate < DENSITY_SPLIT_NOISE * noise_std) | (sums[:, 0] <= 0)
+        split[even] = 0.5
+        spread_from = np.repeat(np.where(even, np.minimum(spread_from, depth), spread_from), 2)
         estimate = (estimate[:, None] * split).ravel()
     total = estimate.sum()
-    return estimate / total if total > 0 else np.full(len(estimate), 1.0 / len(estimate))
+    if total <= 0:
+        return np.full(len(estimate), 1.0 / len(estimate)), np.zeros(len(estimate), dtype=int)
+    return estimate / total, spread_from
