@@ -384,6 +384,25 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         )
         for tilt in (False, True)
     },
+    # Round 21 (issue 28): a schedule for the non-private CGAN, the ceiling of the same model
+    # (exact statistics, no clipping or noise): the package's defaults, longer, slower.
+    "r21_nonprivate_default": (ModelConfig(), TrainConfig(progress=False), NONPRIVATE),
+    "r21_nonprivate_s2600": (
+        ModelConfig(),
+        TrainConfig(progress=False, steps=2600),
+        NONPRIVATE,
+    ),
+    "r21_nonprivate_lr2e-4_s2600": (
+        ModelConfig(),
+        TrainConfig(progress=False, steps=2600, generator_lr=2e-4, discriminator_lr=2e-4),
+        NONPRIVATE,
+    ),
+    "r21_nonprivate_dlr1e-4_s2600": (
+        ModelConfig(),
+        TrainConfig(progress=False, steps=2600, discriminator_lr=1e-4),
+        NONPRIVATE,
+    ),
+    "r21_private_default": (ModelConfig(), TrainConfig(progress=False), PrivacyConfig()),
 }
 
 
