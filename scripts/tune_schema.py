@@ -19,6 +19,7 @@ and commit.
 from __future__ import annotations
 
 import argparse
+import ast
 import shlex
 import sys
 from datetime import datetime, timezone
@@ -62,7 +63,12 @@ def main() -> None:
     for assignment in options.set:
         name, value = assignment.split("=", 1)
         current = getattr(private_schema, name)  # an unknown name is an error
-        setattr(private_schema, name, type(current)(value))
+        candidate = ast.literal_eval(value)  # a number, or a tuple such as SHARE_RANGE's
+        if isinstance(current, float) and isinstance(candidate, int):
+            candidate = float(candidate)
+        if not isinstance(candidate, type(current)):
+            raise SystemExit(f"--set {name}: {value!r} is not a {type(current).__name__}")
+        setattr(private_schema, name, candidate)
     rows = []
     for table in options.tables:
         dataset = compose_run_config([f"dataset={table}"]).dataset
