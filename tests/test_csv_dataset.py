@@ -592,10 +592,28 @@ def test_mass_the_tree_spreads_over_a_coarse_cell_stays_within_reach_of_its_core
     assert reached.sum() == pytest.approx(1.0) and (reached[:316] == 0).all()
     np.testing.assert_allclose(reached[316:320], 80 / 1080 / 4)
     np.testing.assert_array_equal(reached[320:324], density[320:324])
+    mirrored = within_reach(density[::-1], spread_from[::-1])  # the upper tail
+    np.testing.assert_allclose(mirrored, reached[::-1])
     assert (within_reach(np.full(1024, 1 / 1024), np.zeros(1024, int)) == 1 / 1024).all()
     resolved = np.zeros(1024)
     resolved[100:200] = 0.01
     np.testing.assert_array_equal(within_reach(resolved, np.full(1024, 10)), resolved)
+
+
+def test_spread_mass_beyond_reach_lands_on_its_edge_and_a_narrow_spread_cluster_stays():
+    """A core of 10 cells (500-509) holding 92%: 8% spread over cells 600-615 (from level 6)
+    lies wholly beyond its reach (cells 492-518) and lands on the reach's edge, all of it; the
+    same 8% spread over 4 cells (from level 8), no wider than the core, is a cluster the tree
+    placed as finely as the core: it stays."""
+    density, spread_from = np.zeros(1024), np.full(1024, 10)
+    density[500:510] = 0.092
+    density[600:616], spread_from[600:616] = 0.08 / 16, 6
+    reached = within_reach(density, spread_from)
+    assert reached.sum() == pytest.approx(1.0) and reached[518] == pytest.approx(0.08)
+    np.testing.assert_array_equal(reached[:518], density[:518])
+    density[600:616], spread_from[600:616] = 0.0, 10
+    density[600:604], spread_from[600:604] = 0.08 / 4, 8
+    np.testing.assert_array_equal(within_reach(density, spread_from), density)
 
 
 def test_a_private_schema_with_candidates_for_every_column_selects_no_partition():

@@ -13,6 +13,7 @@ from rdpgan.data.schema import Schema
 from rdpgan.marginals import Marginals
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.mechanisms.gaussian import snap_grid
+from rdpgan.privacy.mechanisms.tree import tree_split
 from rdpgan.transform import TableTransformer
 
 
@@ -181,6 +182,17 @@ def test_a_cell_below_the_noise_is_split_evenly_not_by_its_noisy_halves():
     noisy = [np.array([1000.0, 5.0]), np.array([600.0, 400.0, 5.0, 0.0])]
     density = measure.tree_density(noisy, noise_std=10.0)
     np.testing.assert_allclose(density * 1005, [600, 400, 2.5, 2.5])
+
+
+def test_the_tree_says_which_mass_it_spread_evenly_and_from_which_level():
+    """A cell split evenly for want of counts in its halves (level 2 empty) whose quarter is
+    split by counts again below (level 3: 60 / 40) is not spread: only the cells whose mass
+    stayed even are, each from the coarsest level it stayed even from."""
+    levels = [np.array([100.0, 0.0]), np.zeros(4), np.array([60.0, 40.0, 0, 0, 0, 0, 0, 0])]
+    density, spread_from = tree_split(levels, noise_std=1.0)
+    np.testing.assert_allclose(density * 100, [30, 20, 25, 25, 0, 0, 0, 0])
+    np.testing.assert_array_equal(spread_from, [3, 3, 2, 2, 1, 1, 1, 1])
+    np.testing.assert_array_equal(measure.tree_density(levels, 1.0), density)
 
 
 def test_numeric_densities_are_skipped_where_the_accountant_cannot_certify_them():

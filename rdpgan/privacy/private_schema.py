@@ -136,9 +136,11 @@ NEAR_BAND_NOISE = 2.0
 # (within the released bands), so that a tail the tree cannot resolve is not all clipped onto
 # one value.
 BOUND_MARGIN = 0.02
-# The bounds' tree places mass it cannot resolve within reach of the released density's core,
-# between its REACH_CORE and 1 - REACH_CORE quantiles (:func:`within_reach`): within
-# [min - (max - min), max + (max - min)] of the column when the core lies within the data.
+# Mass the bounds' tree spread evenly over a cell wider than the released density's core (its
+# REACH_CORE to 1 - REACH_CORE quantiles) is kept within reach of that core
+# (:func:`within_reach`): such mass then lies within [min - (max - min), max + (max - min)] of
+# the column when the core lies within the data. Mass the tree placed, and a spread cell that
+# holds the median, are read as released.
 REACH_CORE = 0.1
 # A numeric column's bounds are found on a log scale where its bands span more than this ratio
 # (all positive): a census income's 1st percentile is then not lost in one linear cell.
@@ -508,7 +510,9 @@ def numbers_of(series: pd.Series, profile: Profile) -> np.ndarray:
 def spread_blocks(spread_from: np.ndarray) -> list[slice]:
     """The coarse cells :func:`~rdpgan.privacy.mechanisms.tree.tree_split` spread mass over
     evenly, as slices of the finest level."""
-    levels = int(np.log2(len(spread_from)))
+    cells = len(spread_from)
+    assert cells >= 2 and cells & (cells - 1) == 0, "a tree's finest level has 2**levels cells"
+    levels = cells.bit_length() - 1
     blocks = []
     for depth in np.unique(spread_from[spread_from < levels]):
         size = 2 ** (levels - depth)
@@ -525,30 +529,34 @@ def quantile_cells(density: np.ndarray, quantiles: tuple[float, float]) -> tuple
 
 
 def within_reach(density: np.ndarray, spread_from: np.ndarray) -> np.ndarray:
-    """``density`` with the mass the tree spread evenly over a coarse cell kept within reach of
-    its core: the cells c - w to d + w, where c and d are the :data:`REACH_CORE` and
-    1 - REACH_CORE quantiles' cells (w cells apart) once such mass is put on its cell's edge
-    nearest the median. Where in its cell such mass lies is not released (a latitude's few
-    rows under 42 spread over [41.5, 42); 300 dates' last weeks spread over 16 months): spread
-    over the whole cell, a bound read in it is placed by the cell's width; all put on its inner
-    edge, a tail the tree cannot resolve is clipped. Post-processing."""
+    """``density`` with the mass the tree spread evenly over a cell wider than its core kept
+    within reach of that core: the cells c - w to d + w, where c and d are the
+    :data:`REACH_CORE` and 1 - REACH_CORE quantiles' cells (w cells apart) once such mass is put
+    on its cell's edge nearest the median. Where in its cell such mass lies is not released (a
+    latitude's few rows under 42 spread over [41.5, 42); 300 dates' last weeks spread over 16
+    months): spread over the whole cell, a bound read in it is placed by the cell's width; all
+    put on its inner edge, a tail the tree cannot resolve is clipped. A cell no wider than the
+    core, or holding the median, keeps its spread: the tree placed its mass as finely as the
+    core's own. Post-processing."""
     median = int(np.searchsorted(np.cumsum(density), 0.5))
     outer = [b for b in spread_blocks(spread_from) if not b.start <= median < b.stop]
     inner_edges = density.copy()
     for block in outer:
-        mass = inner_edges[block].sum()
         inner_edges[block] = 0.0
-        inner_edges[block.stop - 1 if block.stop <= median else block.start] = mass
+    for block in outer:
+        inner_edges[block.stop - 1 if block.stop <= median else block.start] += density[block].sum()
     low, high = quantile_cells(inner_edges, (REACH_CORE, 1.0 - REACH_CORE))
     width = high - low + 1
     first, last = max(low - width, 0), min(high + width, len(density) - 1)
+    wide = [b for b in outer if b.stop - b.start > width]
     out = density.copy()
-    for block in outer:
-        mass = out[block].sum()
+    for block in wide:
         out[block] = 0.0
+    for block in wide:
+        mass = density[block].sum()
         start, stop = max(block.start, first), min(block.stop, last + 1)
         if start < stop:
-            out[start:stop] = mass / (stop - start)
+            out[start:stop] += mass / (stop - start)
         else:  # beyond reach: on its edge
             out[first if block.stop <= median else last] += mass
     return out

@@ -710,6 +710,8 @@ def test_the_private_schema_moves_by_at_most_its_declared_sensitivity_per_releas
         x = raw_rows(rng, 1, classes)
         if seed % 4 == 1:  # a class no other row holds: a new key of the (weighed) target
             x.loc[0, "y"] = f"new-{seed}"
+        if seed % 4 == 3:  # a number in every numeric column: it moves every bounds' tree
+            x.loc[0, ["num", "int", "day"]] = ["17", "41", "2020-01-02"]
         bigger = pd.concat([table.iloc[:where], x, table.iloc[where:]], ignore_index=True)
         budget = SchemaBudget(float(rng.choice([20.0, 200.0])), 1e-3)
         first = SchemaQueries(monkeypatch)

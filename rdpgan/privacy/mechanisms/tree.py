@@ -63,4 +63,11 @@ def tree_split(levels: Sequence[np.ndarray], noise_std: float) -> tuple[np.ndarr
     total = estimate.sum()
     if total <= 0:
         return np.full(len(estimate), 1.0 / len(estimate)), np.zeros(len(estimate), dtype=int)
+    # A cell split evenly for want of counts in its halves may still have been split by counts
+    # further down (a finer level's cell above the floor): spread only where it stayed even.
+    for depth in range(len(levels)):
+        blocks = estimate.reshape(-1, 2 ** (len(levels) - depth))
+        marked = (spread_from == depth).reshape(blocks.shape)
+        uneven = marked.all(axis=1) & ~np.isclose(blocks.min(axis=1), blocks.max(axis=1))
+        spread_from[np.repeat(uneven, blocks.shape[1])] = depth + 1
     return estimate / total, spread_from
