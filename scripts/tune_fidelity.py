@@ -42,6 +42,12 @@ CANDIDATES: dict[str, list[str]] = {
     "adaptive10": ["privacy.adaptive_fraction=0.1"],
     "adaptive25": ["privacy.adaptive_fraction=0.25"],
     "adaptive25_marginals40": ["privacy.adaptive_fraction=0.25", "privacy.marginals_fraction=0.4"],
+    # The package's defaults, and sampling forced to rake / tilt where the defaults' noise
+    # limits leave a small table (2,000 rows or fewer) unraked and untilted.
+    "default": [],
+    "pool4": ["model.sample_pool=4"],
+    "tilted": ["model.tilt_sampling=true"],
+    "pool4_tilted": ["model.sample_pool=4", "model.tilt_sampling=true"],
 }
 
 
