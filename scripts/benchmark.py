@@ -62,6 +62,8 @@ from rdpgan.train import spending_record
 
 REPO = Path(__file__).resolve().parent.parent
 PRIVACY_OF_METHOD = {"cgan": "none", "dp_cgan": "dp", "rdp_cgan": "rdp"}
+# The non-private CGAN trains on a schedule chosen for it (configs/train/nonprivate.yaml).
+TRAIN_OF_METHOD = {"cgan": "nonprivate", "dp_cgan": "default", "rdp_cgan": "default"}
 PEER_METHODS = marginal_peers.PEERS  # not rdpgan runs: see run_peer_repeat
 FIDELITY_COLUMNS = (
     "tvd_1way",
@@ -226,6 +228,7 @@ def train_and_score(
         f"dataset.split_seed={repeat}",
         f"seed={repeat}",
         f"privacy={PRIVACY_OF_METHOD[cfg.method]}",
+        f"train={TRAIN_OF_METHOD[cfg.method]}",
         # Reproducible, for a benchmark (a release keeps the OS-entropy default); one key per
         # cell, so that no two cells share masks or noise.
         f"privacy.noise_seed={cell_noise_seed(cfg, repeat)}",
