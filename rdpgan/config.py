@@ -85,7 +85,7 @@ class SchemaConfig:
     name: str = "declared"
     source: str = "declared"
     file: str | None = None
-    # private: share of epsilon (None: chosen from the number of columns, 5-50%).
+    # private: share of epsilon (None: from the number of columns, 5-50%, 5-30% below epsilon 1).
     epsilon_fraction: float | None = None
     # private: share of delta for the tail of partition selection (values found without candidates).
     delta_fraction: float = 0.1

@@ -28,7 +28,6 @@ from rdpgan.privacy.private_schema import (
     LOWEST_BAND,
     NO_VALUE_RELEASED,
     OTHER,
-    SHARE_RANGE,
     Profile,
     SchemaBudget,
     band_range,
@@ -38,6 +37,7 @@ from rdpgan.privacy.private_schema import (
     missing_spelling,
     private_schema,
     schema_noise,
+    share_range,
     within_reach,
 )
 from rdpgan.runs import load_run_tables, release_run_tables
@@ -330,16 +330,19 @@ def test_private_schema_costs_its_share_alone_and_declares_missing_everywhere():
 @pytest.mark.parametrize("epsilon", [0.5, 2.0, 8.0])
 def test_the_schema_share_follows_the_columns_within_its_range(epsilon):
     """Unset, the schema's share makes the counts' noise std COUNT_STD_GOAL rows, within
-    SHARE_RANGE: a wider table takes more, never outside the range, and small epsilons (which
-    RDP at orders up to 63 could not certify for two steps) are calibrated too."""
+    its range: a wider table takes more, never outside the range (at most half, and below
+    epsilon 1 at most 0.3), and small epsilons (which RDP at orders up to 63 could not certify
+    for two steps) are calibrated too."""
     budget, shares = SchemaBudget(epsilon, 1e-5), []
+    lowest, highest = share_range(epsilon)
+    assert highest == (0.3 if epsilon < 1 else 0.5)
     for features in (3, 12, 55, 400):
         sigma, tail = schema_noise(budget, SchemaConfig(), features, features + 1)
         alone = accountants.epsilon("rdp", [(sigma, 1.0, 2)], 1e-5 - tail) + tail_cost(tail)[0]
         share = alone / epsilon
-        assert SHARE_RANGE[0] * 0.99 <= share <= SHARE_RANGE[1] + 1e-9
+        assert lowest * 0.99 <= share <= highest + 1e-9
         std = sigma * counts_sensitivity(features)
-        inside = SHARE_RANGE[0] * 1.01 < share < SHARE_RANGE[1] * 0.99
+        inside = lowest * 1.01 < share < highest * 0.99
         assert std == pytest.approx(COUNT_STD_GOAL) if inside else True
         shares.append(share)
     assert shares == sorted(shares)

@@ -157,6 +157,10 @@ LOG_SPAN = 4.0
 # depend on a release, which the accountant's composition does not cover.
 COUNT_STD_GOAL = 20.0
 SHARE_RANGE = (0.05, 0.5)
+# ...but below SMALL_EPSILON at most SMALL_EPSILON_SHARE: there the accountant's delta term
+# dominates every release, and the run's later releases need the room (at epsilon 0.5, a
+# 73-column table's pair marginals could not be certified after a schema share of 0.4).
+SMALL_EPSILON, SMALL_EPSILON_SHARE = 1.0, 0.3
 
 
 @dataclass
@@ -814,6 +818,12 @@ def counts_sensitivity(features: int) -> float:
     return math.sqrt((UNWEIGHED_HISTOGRAMS + VALUE_WEIGHT**2) * features + TARGET_WEIGHT**2)
 
 
+def share_range(epsilon: float) -> tuple[float, float]:
+    """The schema's share of ``epsilon`` when it is chosen (public: from epsilon alone)."""
+    lowest, highest = SHARE_RANGE
+    return lowest, highest if epsilon >= SMALL_EPSILON else min(highest, SMALL_EPSILON_SHARE)
+
+
 def schema_noise(
     budget: SchemaBudget, config: SchemaConfig, features: int, selected: int
 ) -> tuple[float, float]:
@@ -844,7 +854,7 @@ def schema_noise(
     goal = COUNT_STD_GOAL / counts_sensitivity(features)
     cost = accountants.epsilon(budget.noise_accountant, [(goal, 1.0, 2)], budget.delta - tail)
     share = (cost + tail_epsilon) / budget.epsilon
-    lowest, highest = SHARE_RANGE
+    lowest, highest = share_range(budget.epsilon)
     if share > highest:
         return calibrated(highest), tail
     if share < lowest:
