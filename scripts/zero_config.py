@@ -254,13 +254,20 @@ def markdown(checks: pd.DataFrame, runs: pd.DataFrame, draws: int, epsilon: floa
         drawn = checks[checks["table"] == table]
         kept = (drawn["eligible_dropped"] == "").all()
         bounded = (drawn["bounds_outside"] == "").all()
-        met = auroc >= 0.95 and tvd <= 2.0 and kept and bounded
+        # The target's classes: the run's as many as the declared run's, and every draw's.
+        classes = declared["target_classes"]
+        kept_classes = (
+            zero["target_classes"] == classes and (drawn["target_classes"] == classes).all()
+        )
+        met = auroc >= 0.95 and tvd <= 2.0 and kept and bounded and kept_classes
         met_all &= met
         lines.append(
             f"- **{table}**: AUROC {auroc:.3f} × declared (bar ≥ 0.95), 1-way TVD {tvd:.2f} × "
             f"declared (bar ≤ 2), eligible columns kept in "
             f"{(drawn['eligible_dropped'] == '').sum()}/{len(drawn)} draws, bounds in range in "
-            f"{(drawn['bounds_outside'] == '').sum()}/{len(drawn)}: "
+            f"{(drawn['bounds_outside'] == '').sum()}/{len(drawn)}, target classes "
+            f"{zero['target_classes']} in the run (declared {classes}), "
+            f"{(drawn['target_classes'] == classes).sum()}/{len(drawn)} draws: "
             f"**{'met' if met else 'not met'}**"
         )
     lines += ["", f"All tables: **{'met' if met_all else 'not met'}**.", ""]
