@@ -116,13 +116,17 @@ def append_row(path: Path, row: dict) -> None:
         atomic_write(path, lambda tmp: rows.to_csv(tmp, index=False))
 
 
+# A key older rows do not have, read as what they ran: the default training schedule.
+ABSENT_KEYS = {"train": "default"}
+
+
 def is_done(path: Path, keys: dict) -> bool:
     rows = read_rows(path)
     if rows.empty:
         return False
     match = pd.Series(True, index=rows.index)
     for key, value in keys.items():
-        column = rows[key]
+        column = rows[key] if key in rows else pd.Series(ABSENT_KEYS.get(key), index=rows.index)
         match &= column.isna() if value is None else (column == value)
     return bool(match.any())
 
@@ -199,15 +203,24 @@ def fidelity_columns(
 
 
 def cell_noise_seed(cfg: BenchmarkConfig, repeat: int) -> int:
-    """A stable 63-bit key per (table, method, epsilon, repeat)."""
-    cell = f"{cfg.table}/{cfg.method}/{float(cfg.epsilon)}/{repeat}".encode()
+    """A stable 63-bit key per (table, method, epsilon, repeat); cgan's cell has no epsilon,
+    so whichever epsilon job runs it draws the same noise."""
+    epsilon = "-" if cfg.method == "cgan" else float(cfg.epsilon)
+    cell = f"{cfg.table}/{cfg.method}/{epsilon}/{repeat}".encode()
     return int.from_bytes(hashlib.sha256(cell).digest()[:8], "big") >> 1
+
+
+def train_schedule(cfg: BenchmarkConfig) -> str:
+    """The ``train=`` group a cell runs: the method's, unless an override names another."""
+    named = [o.split("=", 1)[1] for o in cfg.overrides if o.startswith("train=")]
+    return named[-1] if named else TRAIN_OF_METHOD[cfg.method]
 
 
 def run_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> None:
     epsilon = None if cfg.method == "cgan" else float(cfg.epsilon)
     csv = results / f"bench_{cfg.table}.csv"
     keys = {"dataset": cfg.table, "method": cfg.method, "epsilon": epsilon, "repeat": repeat}
+    keys["train"] = train_schedule(cfg)
     # cgan's cell is the same for every ε: parallel ε jobs take turns at it, so only the first
     # runs it and the others find it done (the CSV's own lock covers one append, not a run).
     with locked(results / f"bench_{cfg.table}_cgan") if epsilon is None else nullcontext():
@@ -228,7 +241,7 @@ def train_and_score(
         f"dataset.split_seed={repeat}",
         f"seed={repeat}",
         f"privacy={PRIVACY_OF_METHOD[cfg.method]}",
-        f"train={TRAIN_OF_METHOD[cfg.method]}",
+        f"train={train_schedule(cfg)}",
         # Reproducible, for a benchmark (a release keeps the OS-entropy default); one key per
         # cell, so that no two cells share masks or noise.
         f"privacy.noise_seed={cell_noise_seed(cfg, repeat)}",

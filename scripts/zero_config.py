@@ -20,7 +20,9 @@ For each table:
    quantiles of its real train column (missing, and text such as ``N``, a bin of its own), each
    other one by its values as the file spells them; a column the run dropped counts 1. Measured
    on the files' cells, not on a schema's reading of them, so a column merged into ``(other)``
-   or clipped by its bounds is scored as a reader of the output sees it.
+   or clipped by its bounds is scored as a reader of the output sees it. The target's classes
+   are those of each run's ``schema.yaml``: the zero-config run's, and every draw's, must be as
+   many as the declared run's (a multi-class target keeps its classes).
 
 Appends one row per run to ``results/zero_config.csv`` and rewrites ``results/zero_config.md``
 (command, seed, date, machine, commit). Run it alone on the machine: the seconds are wall time.
@@ -143,6 +145,11 @@ def raw_tvd(
     return float(np.mean(scores))
 
 
+def target_levels(schema_yaml: dict, target: str) -> int:
+    """The target's classes in a run's schema.yaml: what the run conditions on and writes."""
+    return len(next(c for c in schema_yaml["columns"] if c["name"] == target)["levels"])
+
+
 def train_pair(
     table: str, dataset: DatasetConfig, root: Path, epsilon: float, seed: int, work: Path
 ) -> list[dict]:
@@ -182,7 +189,7 @@ def train_pair(
                     raw_tvd(test, synthetic, train, declared, dataset.target), 4
                 ),
                 "tvd_1way_quantile": round(scores["fidelity_quantile"]["tvd_1way"], 4),
-                "target_classes": int(synthetic[dataset.target].replace("", np.nan).nunique()),
+                "target_classes": target_levels(released, dataset.target),
                 "dropped": "; ".join(released.get("dropped") or {}),
                 "seconds": round(seconds, 1),
                 "command": "python -m rdpgan.train " + shlex.join(args),

@@ -182,3 +182,21 @@ def test_fidelity_table_puts_quantile_scores_beside_public_ones_and_copes_withou
     assert "| 0.1500 ± 0.0707 | 0.0550 ± 0.0071 | 0.4500 ± 0.0707 (fnlwgt) |" in lines[4]
     old = fidelity_table(runs.drop(columns=[c for c in runs if c.startswith("q_")]), real)
     assert "quantiles" not in old and old.splitlines()[2].endswith("| 0.0200 | 1 | 1 |")
+
+
+def test_cgan_cells_run_their_own_schedule_and_older_rows_count_as_the_default(tmp_path):
+    """The non-private cgan trains with ``train=nonprivate`` (an override naming another wins),
+    and the grid keys its cells by schedule: a row written before the ``train`` column ran the
+    default schedule, so it finishes a private cell but not a cgan one."""
+    from benchmark import BenchmarkConfig, is_done, train_schedule
+
+    assert train_schedule(BenchmarkConfig(method="cgan")) == "nonprivate"
+    assert train_schedule(BenchmarkConfig(method="rdp_cgan")) == "default"
+    assert train_schedule(BenchmarkConfig(method="cgan", overrides=["train=long"])) == "long"
+    csv = tmp_path / "bench.csv"
+    old = {"dataset": "adult", "repeat": 0}
+    pd.DataFrame(
+        [{**old, "method": "cgan", "epsilon": None}, {**old, "method": "rdp_cgan", "epsilon": 8.0}]
+    ).to_csv(csv, index=False)
+    assert not is_done(csv, {**old, "method": "cgan", "epsilon": None, "train": "nonprivate"})
+    assert is_done(csv, {**old, "method": "rdp_cgan", "epsilon": 8.0, "train": "default"})

@@ -327,7 +327,7 @@ def test_private_schema_costs_its_share_alone_and_declares_missing_everywhere():
     assert release.schema["y"].levels == ("p", "q")
 
 
-@pytest.mark.parametrize("epsilon", [0.5, 2.0, 8.0])
+@pytest.mark.parametrize("epsilon", [0.5, 0.999, 1.0, 2.0, 8.0])
 def test_the_schema_share_follows_the_columns_within_its_range(epsilon):
     """Unset, the schema's share makes the counts' noise std COUNT_STD_GOAL rows, within
     its range: a wider table takes more, never outside the range (at most half, and below
@@ -335,7 +335,7 @@ def test_the_schema_share_follows_the_columns_within_its_range(epsilon):
     for two steps) are calibrated too."""
     budget, shares = SchemaBudget(epsilon, 1e-5), []
     lowest, highest = share_range(epsilon)
-    assert highest == (0.3 if epsilon < 1 else 0.5)
+    assert (lowest, highest) == (0.05, 0.3 if epsilon < 1 else 0.5)
     for features in (3, 12, 55, 400):
         sigma, tail = schema_noise(budget, SchemaConfig(), features, features + 1)
         alone = accountants.epsilon("rdp", [(sigma, 1.0, 2)], 1e-5 - tail) + tail_cost(tail)[0]

@@ -93,7 +93,8 @@ VALUE_WEIGHT = 1.5
 # A multi-class target is kept as it is unless its released classes leave out more rows than
 # this many stds of the noise (then one-vs-rest around the positive label keeps every row). At
 # 3 stds a target whose classes were all released collapsed by noise alone once in ~740 runs
-# (acs12 at a5b8ef4, results/zero_config.md); at 4, once in ~30,000.
+# (acs12 at a5b8ef4, results/zero_config.md); at 4, once in ~30,000. The price: a class truly
+# left unreleased whose rows are between 3 and 4 stds is left out of training, not merged.
 TARGET_NOISE = 4.0
 # Decisions read off a column's noisy counts (post-processing).
 EMPTY_SHARE = 0.02  # fewer values than this share of the rows: no numeric range is read
