@@ -154,10 +154,9 @@ LOG_SPAN = 4.0
 # an "(other)" level when it does not), within SHARE_RANGE. The noise std grows with the square
 # root of the columns, so a wide table takes a larger share: up to half (Ames's 73 columns at
 # epsilon 8 lose fewer levels to the threshold at 0.5 than at 0.3 (schema-only TVD on its
-# validation rows, scripts/tune_schema.py: 0.047 against 0.075), and its training at epsilon 4
-# costs it less). The rows cannot steer it: they are
-# private, and a share chosen from a released row count would make the run's later noise
-# depend on a release, which the accountant's composition does not cover.
+# validation rows, results/tuning_schema.csv: 0.045 against 0.074), and its training at
+# epsilon 4 costs it less). The rows cannot steer it: they are private, and the schema is the
+# run's first release, so no released row count exists yet to choose it from.
 COUNT_STD_GOAL = 20.0
 SHARE_RANGE = (0.05, 0.5)
 # ...but below SMALL_EPSILON at most SMALL_EPSILON_SHARE: there the accountant's delta term
