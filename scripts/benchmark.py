@@ -219,8 +219,13 @@ def train_schedule(cfg: BenchmarkConfig) -> str:
 def run_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> None:
     epsilon = None if cfg.method == "cgan" else float(cfg.epsilon)
     csv = results / f"bench_{cfg.table}.csv"
-    keys = {"dataset": cfg.table, "method": cfg.method, "epsilon": epsilon, "repeat": repeat}
-    keys["train"] = train_schedule(cfg)
+    keys = {
+        "dataset": cfg.table,
+        "method": cfg.method,
+        "epsilon": epsilon,
+        "repeat": repeat,
+        "train": train_schedule(cfg),
+    }
     # cgan's cell is the same for every ε: parallel ε jobs take turns at it, so only the first
     # runs it and the others find it done (the CSV's own lock covers one append, not a run).
     with locked(results / f"bench_{cfg.table}_cgan") if epsilon is None else nullcontext():
@@ -241,7 +246,7 @@ def train_and_score(
         f"dataset.split_seed={repeat}",
         f"seed={repeat}",
         f"privacy={PRIVACY_OF_METHOD[cfg.method]}",
-        f"train={train_schedule(cfg)}",
+        f"train={keys['train']}",
         # Reproducible, for a benchmark (a release keeps the OS-entropy default); one key per
         # cell, so that no two cells share masks or noise.
         f"privacy.noise_seed={cell_noise_seed(cfg, repeat)}",
