@@ -1,9 +1,9 @@
 """The paper's benchmark: datasets × {cgan, dp_cgan, rdp_cgan} × ε × repeats, resumable.
 
-    python scripts/benchmark.py                      # the whole grid, 10 repeats
+    bash scripts/paper_grid.sh                       # the grid of results/README.md, in order
     python scripts/benchmark.py repeats=3 table=adult epsilon=8   # a slice
     python scripts/benchmark.py method=aim,mst epsilon=8 aim_rounds=48   # the reference peers
-    python scripts/report_benchmark.py               # tables + figure from results/bench_*.csv
+    python scripts/report_benchmark.py               # tables + figures from results/grid
     # the development suite (python scripts/download_data.py --dataset devsuite; fertility's
     # 203k train rows need delta below 1/n: add delta=1e-6 for it), then its report:
     python scripts/benchmark.py table=creditcard_aer,acs12,credit_data,ames,gss_wages \
@@ -16,9 +16,11 @@ randomness keyed by a number derived from the cell, so a cell is reproducible; i
 says it is not end-to-end private) through exactly the code path of ``python -m rdpgan.train``
 (so the ledger rules hold), scores the synthetic
 table with the paper's 8 classifiers on the held-out real rows, and appends one row to
-``results/bench_<dataset>.csv``. The real-data reference for split r is computed once and cached in
-``results/bench_real_<dataset>.csv``. The non-private cgan does not depend on ε: it is run once per
-repeat and stored with ``epsilon`` empty. Nothing is tuned here; settings come from configs/.
+``<results_dir>/bench_<dataset>.csv`` (``results/grid`` unless ``results_dir=...``). The
+real-data reference for split r is computed once and cached in
+``<results_dir>/bench_real_<dataset>.csv``. The non-private cgan does not depend on ε: it is run
+once per repeat and stored with ``epsilon`` empty. Nothing is tuned here; settings come from
+configs/.
 
 The marginal-based peers ``aim`` and ``mst`` (``scripts/marginal_peers.py``; they need the
 ``bench`` extra, ``pip install -e .[bench]``) are references, not rdpgan runs: for each repeat
@@ -84,7 +86,7 @@ class BenchmarkConfig:
     epsilon: float = 8.0
     repeats: int = 10
     delta: float = 1e-5
-    results_dir: str = "results"
+    results_dir: str = "results/grid"
     # A tuple, not a list with a default_factory: launchers that pickle the job to other
     # processes (joblib's loky) pickle this __main__ class by value, which loses the factory.
     overrides: tuple[str, ...] = ()

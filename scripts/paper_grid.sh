@@ -2,7 +2,8 @@
 # The paper's grid at one commit (issue 28), written to results_dir (default results/grid):
 # {adult, cervical, creditcard} x {cgan, dp_cgan, rdp_cgan} x epsilon {1, 2, 4, 6, 8}, 3
 # repeats, then the marginal-based peers (aim, mst) at epsilon {1, 8}, 2 repeats, AIM's rounds
-# capped at 48, then the report (results_dir/README.md). Resumable: a finished cell is skipped.
+# capped at 48, then the report (into the README beside results_dir: results/README.md).
+# Resumable: a finished cell is skipped.
 #
 #   bash scripts/paper_grid.sh [results_dir] [gans|peers|report ...]
 #
@@ -32,7 +33,7 @@ for part in "${PARTS[@]}"; do
         aim_rounds=48 results_dir="$OUT" "${LAUNCH[@]}"
       ;;
     report)
-      python scripts/report_benchmark.py --results "$OUT"
+      python scripts/report_benchmark.py --results "$OUT" --readme "$(dirname "$OUT")/README.md"
       ;;
     *)
       echo "paper_grid.sh: unknown part '$part' (gans, peers or report)" >&2

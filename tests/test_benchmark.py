@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-from report_benchmark import fidelity_table  # noqa: E402
+from report_benchmark import fidelity_table, grid_bar  # noqa: E402
 
 TINY_SETTINGS = [
     "train.steps=3",
@@ -200,3 +200,46 @@ def test_cgan_cells_run_their_own_schedule_and_older_rows_count_as_the_default(t
     ).to_csv(csv, index=False)
     assert not is_done(csv, {**old, "method": "cgan", "epsilon": None, "train": "nonprivate"})
     assert is_done(csv, {**old, "method": "rdp_cgan", "epsilon": 8.0, "train": "default"})
+
+
+def full_grid(commit: str = "abc1234", cgan: float = 0.95, rdp8: float = 0.94) -> pd.DataFrame:
+    """One table's grid rows: 3 runs per cell, means as given (others 0.9)."""
+    rows = [{"method": "cgan", "epsilon": np.nan, "mean": cgan} for _ in range(3)]
+    for method in ("dp_cgan", "rdp_cgan"):
+        for eps in (1.0, 2.0, 4.0, 6.0, 8.0):
+            mean = rdp8 if (method, eps) == ("rdp_cgan", 8.0) else 0.9
+            rows += [{"method": method, "epsilon": eps, "mean": mean} for _ in range(3)]
+    rows += [{"method": "mst", "epsilon": 1.0, "mean": 0.5} for _ in range(2)]
+    return pd.DataFrame(rows).assign(commit=commit)
+
+
+def test_grid_bar_checks_each_item_of_issue_28(tmp_path):
+    """Met with a full grid at one commit whose shares clear every bar; each way of falling
+    short is named: a cell short of its runs, two commits, cgan below rdp_cgan, a missing
+    dp_cgan ε, a superseded grid left outside results/archive/."""
+    real = pd.DataFrame({"mean": [1.0]})
+    grid_dir = tmp_path / "grid"
+    (tmp_path / "archive" / "old").mkdir(parents=True)
+    (tmp_path / "archive" / "old" / "bench_adult.csv").write_text("x\n")
+    good = {
+        table: (full_grid(cgan=0.98, rdp8=0.96), real)
+        for table in ("adult", "cervical", "creditcard")
+    }
+    text = grid_bar(good, grid_dir, tmp_path)
+    assert "NOT met" not in text, text
+    assert "adult: cgan 0.980 ≥ 0.977 of real: met" in text
+
+    bad = dict(good)
+    short = full_grid(cgan=0.93, rdp8=0.96)
+    short = short.drop(short.index[(short["method"] == "dp_cgan") & (short["epsilon"] == 2.0)])
+    bad["adult"] = (short, real)
+    bad["cervical"] = (full_grid(commit="def5678", cgan=0.98, rdp8=0.96), real)
+    (tmp_path / "bench_adult.csv").write_text("x\n")
+    lines = grid_bar(bad, grid_dir, tmp_path).splitlines()
+    failed = [line for line in lines if line.endswith("**NOT met**")]
+    assert len(failed) == 5, lines
+    assert "adult/dp_cgan/2: 0" in failed[0] and "abc1234, def5678" in failed[0]
+    assert failed[1].startswith("- adult: cgan 0.930 ≥ rdp_cgan ε=8 0.960")
+    assert "missing at [2]" in failed[2]
+    assert failed[3].startswith("- adult: cgan 0.930 ≥ 0.977")
+    assert "found: bench_adult.csv" in failed[4]
