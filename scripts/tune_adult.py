@@ -405,7 +405,9 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     "r21_private_default": (ModelConfig(), TrainConfig(progress=False), PrivacyConfig()),
     # Round 22 (issue 28): small tables, run with --rows 700 --positives 45 (cervical's size
     # and class balance, simulated on Adult): the budget split and the batch. Two seeds each
-    # moved the AUROC by less than the seeds do (0.70/0.66 default): nothing adopted.
+    # moved the AUROC by less than the seeds do (0.70/0.66 default): nothing adopted. The
+    # rows' command also names r22_marginals0.7 (refused: the shares summed above 1) and
+    # r22_g128 (never reached); neither has rows, both were dropped from this list.
     "r22_default": (ModelConfig(), TrainConfig(progress=False), PrivacyConfig()),
     "r22_rate0.3": (
         ModelConfig(),

@@ -202,44 +202,101 @@ def test_cgan_cells_run_their_own_schedule_and_older_rows_count_as_the_default(t
     assert is_done(csv, {**old, "method": "rdp_cgan", "epsilon": 8.0, "train": "default"})
 
 
-def full_grid(commit: str = "abc1234", cgan: float = 0.95, rdp8: float = 0.94) -> pd.DataFrame:
-    """One table's grid rows: 3 runs per cell, means as given (others 0.9)."""
-    rows = [{"method": "cgan", "epsilon": np.nan, "mean": cgan} for _ in range(3)]
+def full_grid(commit: str = "abc1234", cgan: float = 0.98, rdp8: float = 0.96) -> pd.DataFrame:
+    """One table's grid rows: repeats 0-2 of every cell, means as given (others 0.9), and
+    MST at ε=1 (0.5) for cervical's comparison."""
+    rows = [
+        {"method": "cgan", "epsilon": np.nan, "train": "nonprivate", "repeat": r, "mean": cgan}
+        for r in range(3)
+    ]
     for method in ("dp_cgan", "rdp_cgan"):
         for eps in (1.0, 2.0, 4.0, 6.0, 8.0):
             mean = rdp8 if (method, eps) == ("rdp_cgan", 8.0) else 0.9
-            rows += [{"method": method, "epsilon": eps, "mean": mean} for _ in range(3)]
-    rows += [{"method": "mst", "epsilon": 1.0, "mean": 0.5} for _ in range(2)]
+            rows += [
+                {"method": method, "epsilon": eps, "train": "default", "repeat": r, "mean": mean}
+                for r in range(3)
+            ]
+    rows += [{"method": "mst", "epsilon": 1.0, "repeat": r, "mean": 0.5} for r in range(2)]
     return pd.DataFrame(rows).assign(commit=commit)
 
 
-def test_grid_bar_checks_each_item_of_issue_28(tmp_path):
-    """Met with a full grid at one commit whose shares clear every bar; each way of falling
-    short is named: a cell short of its runs, two commits, cgan below rdp_cgan, a missing
-    dp_cgan ε, a superseded grid left outside results/archive/."""
+def mutate(table: str, change) -> dict:
+    """A grid that meets the bar, with ``change`` applied to ``table``'s rows."""
     real = pd.DataFrame({"mean": [1.0]})
-    grid_dir = tmp_path / "grid"
-    (tmp_path / "archive" / "old").mkdir(parents=True)
-    (tmp_path / "archive" / "old" / "bench_adult.csv").write_text("x\n")
-    good = {
-        table: (full_grid(cgan=0.98, rdp8=0.96), real)
-        for table in ("adult", "cervical", "creditcard")
-    }
-    text = grid_bar(good, grid_dir, tmp_path)
-    assert "NOT met" not in text, text
-    assert "adult: cgan 0.980 ≥ 0.977 of real: met" in text
+    grid = {name: (full_grid(), real) for name in ("adult", "cervical", "creditcard")}
+    grid[table] = (change(grid[table][0].copy()), real)
+    return grid
 
-    bad = dict(good)
-    short = full_grid(cgan=0.93, rdp8=0.96)
-    short = short.drop(short.index[(short["method"] == "dp_cgan") & (short["epsilon"] == 2.0)])
-    bad["adult"] = (short, real)
-    bad["cervical"] = (full_grid(commit="def5678", cgan=0.98, rdp8=0.96), real)
-    (tmp_path / "bench_adult.csv").write_text("x\n")
-    lines = grid_bar(bad, grid_dir, tmp_path).splitlines()
+
+def set_mean(method: str, eps: float, value: float):
+    def change(rows: pd.DataFrame) -> pd.DataFrame:
+        rows.loc[(rows["method"] == method) & (rows["epsilon"] == eps), "mean"] = value
+        return rows
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("table", "change", "failing"),
+    [
+        ("adult", lambda rows: rows, []),
+        ("cervical", lambda rows: rows.assign(commit="def5678"), ["one commit"]),
+        (
+            "cervical",
+            lambda rows: pd.concat([rows, rows.iloc[[3]]]),
+            ["dp_cgan/1: repeats [0, 0, 1, 2]"],
+        ),
+        (
+            "adult",
+            lambda rows: rows.drop(
+                rows.index[(rows["method"] == "dp_cgan") & (rows["epsilon"] == 2.0)]
+            ),
+            ["adult/dp_cgan/2: repeats []", "adult: dp_cgan present at every ε (missing at [2])"],
+        ),
+        (
+            "cervical",
+            set_mean("rdp_cgan", 8.0, 0.94),
+            ["cervical: rdp_cgan ε=8 0.940 ≥ the paper's 0.950"],
+        ),
+        (
+            "creditcard",
+            set_mean("rdp_cgan", 8.0, 0.99),
+            ["creditcard: cgan 0.980 ≥ rdp_cgan ε=8 0.990"],
+        ),
+        ("cervical", set_mean("mst", 1.0, 0.95), ["cervical: rdp_cgan ε=1 0.900 ≥ mst ε=1 0.950"]),
+        (
+            # cgan rows of the private schedule (or older rows without it) are not its cell
+            "adult",
+            lambda rows: rows.assign(train=rows["train"].replace("nonprivate", "default")),
+            [
+                "adult/cgan/–: repeats []",
+                "adult: cgan nan ≥ rdp_cgan",
+                "adult: cgan nan ≥ the paper's",
+            ],
+        ),
+    ],
+)
+def test_grid_bar_fails_each_item_of_issue_28_on_its_own(table, change, failing, tmp_path):
+    """A grid that meets issue 28's bar passes every item; each way of falling short fails
+    exactly the items it should, and a NaN share fails its comparison."""
+    (tmp_path / "grid").mkdir()
+    (tmp_path / "grid" / "bench_adult.csv").write_text("x\n")  # the grid's own: fine
+    (tmp_path / "archive").mkdir()
+    (tmp_path / "archive" / "bench_adult.csv").write_text("x\n")  # archived: fine
+    lines = grid_bar(mutate(table, change), tmp_path / "grid", tmp_path).splitlines()
     failed = [line for line in lines if line.endswith("**NOT met**")]
-    assert len(failed) == 5, lines
-    assert "adult/dp_cgan/2: 0" in failed[0] and "abc1234, def5678" in failed[0]
-    assert failed[1].startswith("- adult: cgan 0.930 ≥ rdp_cgan ε=8 0.960")
-    assert "missing at [2]" in failed[2]
-    assert failed[3].startswith("- adult: cgan 0.930 ≥ 0.977")
-    assert "found: bench_adult.csv" in failed[4]
+    assert len(failed) == len(failing), lines
+    for expected in failing:
+        assert any(expected in line for line in failed), (expected, failed)
+
+
+def test_grid_bar_finds_a_superseded_grid_and_a_missing_table(tmp_path):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "bench_cervical.csv").write_text("x\n")
+    grid = mutate("adult", lambda rows: rows)
+    del grid["creditcard"]
+    lines = grid_bar(grid, tmp_path / "grid", tmp_path).splitlines()
+    failed = [line for line in lines if line.endswith("**NOT met**")]
+    assert any("found: old/bench_cervical.csv" in line for line in failed)
+    assert any(line.startswith("- creditcard: rdp_cgan ε=8 nan") for line in failed)
+    assert "- adult: cgan 0.980 ≥ the paper's CGAN share 0.977 of real: met" in lines
