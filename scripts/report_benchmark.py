@@ -358,7 +358,7 @@ def grid_bar(data: dict[str, tuple[pd.DataFrame, pd.DataFrame]], grid: Path, roo
     for dataset, (runs, real) in tables.items():
         cgan, rdp8 = share(runs, real, "cgan", None), share(runs, real, "rdp_cgan", 8.0)
         items.append(
-            item(cgan >= rdp8, f"{dataset}: cgan {cgan:.3f} ≥ rdp_cgan ε=8 {rdp8:.3f} of real")
+            item(cgan >= rdp8, f"{dataset}: cgan {cgan:.4f} ≥ rdp_cgan ε=8 {rdp8:.4f} of real")
         )
         paper = PAPER_SHARE[dataset]
         items.append(

@@ -261,7 +261,7 @@ def set_mean(method: str, eps: float, value: float):
         (
             "creditcard",
             set_mean("rdp_cgan", 8.0, 0.99),
-            ["creditcard: cgan 0.980 ≥ rdp_cgan ε=8 0.990"],
+            ["creditcard: cgan 0.9800 ≥ rdp_cgan ε=8 0.9900"],
         ),
         ("cervical", set_mean("mst", 1.0, 0.95), ["cervical: rdp_cgan ε=1 0.900 ≥ mst ε=1 0.950"]),
         (
