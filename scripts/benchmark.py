@@ -37,7 +37,7 @@ import fcntl
 import hashlib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -298,16 +298,12 @@ def scored_row(
     }
 
 
-def run_peer_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> None:
-    """One repeat of a marginal-based peer (aim, mst): same split, same scoring, same columns
-    as :func:`run_repeat`, plus AIM's ``rounds`` and ``rounds_run``."""
-    csv = results / f"bench_{cfg.table}.csv"
-    epsilon = float(cfg.epsilon)
-    keys = {"dataset": cfg.table, "method": cfg.method, "epsilon": epsilon, "repeat": repeat}
-    if is_done(csv, keys):
-        print(f"skip (done): {keys}")
-        return
-    real = real_reference(cfg, repeat, results)
+def peer_run(
+    cfg: BenchmarkConfig, repeat: int, run_dir: Path, log: Callable[[str], None]
+) -> tuple[Table, pd.DataFrame, pd.DataFrame, pd.DataFrame, marginal_peers.PeerOutput, float]:
+    """A peer's synthetic table for repeat ``repeat``: the repeat's split, numpy noise keyed by
+    the cell, written to ``run_dir/synthetic.csv`` and read back as a scored table is read.
+    Returns (table, train, test, synthetic, the peer's output, its seconds)."""
     run_cfg = compose_run_config(
         [f"dataset={cfg.table}", f"dataset.split_seed={repeat}", *cfg.overrides]
     )
@@ -319,17 +315,31 @@ def run_peer_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path)
         cfg.method,
         table.schema,
         train,
-        epsilon,
+        float(cfg.epsilon),
         cfg.delta,
         rng,
         rounds=cfg.aim_rounds,
-        log=lambda line: print(line, flush=True),
+        log=log,
     )
-    train_seconds = time.perf_counter() - started
-    run_dir = out / f"repeat{repeat}"
+    seconds = time.perf_counter() - started
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(run_dir / "synthetic.csv", lambda tmp: synthetic.to_csv(tmp, index=False))
-    synthetic = table.schema.read_csv(run_dir / "synthetic.csv")
+    return table, train, test, table.schema.read_csv(run_dir / "synthetic.csv"), peer, seconds
+
+
+def run_peer_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path) -> None:
+    """One repeat of a marginal-based peer (aim, mst): same split, same scoring, same columns
+    as :func:`run_repeat`, plus AIM's ``rounds`` and ``rounds_run``."""
+    csv = results / f"bench_{cfg.table}.csv"
+    epsilon = float(cfg.epsilon)
+    keys = {"dataset": cfg.table, "method": cfg.method, "epsilon": epsilon, "repeat": repeat}
+    if is_done(csv, keys):
+        print(f"skip (done): {keys}")
+        return
+    real = real_reference(cfg, repeat, results)
+    table, train, test, synthetic, peer, train_seconds = peer_run(
+        cfg, repeat, out / f"repeat{repeat}", lambda line: print(line, flush=True)
+    )
     # epsilon_spent: by the mechanism's own zCDP accounting (ρ from (ε, δ)), not a ledger.
     row = scored_row(cfg, table, train, test, synthetic, real, epsilon, train_seconds)
     rounds = {"rounds": cfg.aim_rounds if cfg.method == "aim" else None}

@@ -37,11 +37,9 @@ from pathlib import Path
 
 import marginal_peers  # scripts/, beside this file
 import numpy as np
-from benchmark import BenchmarkConfig, cell_noise_seed
+from benchmark import BenchmarkConfig, cell_noise_seed, peer_run
 from machine_info import code_commit, machine_line
 
-from rdpgan.cli import compose_run_config
-from rdpgan.data.loading import load_split
 from rdpgan.evaluate import score_table
 from rdpgan.fidelity import Cells, cramers_v
 from rdpgan.io import atomic_write
@@ -66,25 +64,15 @@ def main() -> None:
     command = shlex.join(["python", "scripts/explain_aim.py", *sys.argv[1:]])
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
-    cell = BenchmarkConfig(table=args.table, method="aim", epsilon=args.epsilon)
-    seed = cell_noise_seed(cell, args.repeat)
-    run_cfg = compose_run_config([f"dataset={args.table}", f"dataset.split_seed={args.repeat}"])
-    table, train, test = load_split(run_cfg.dataset, run_cfg.data.root)
-    log: list[str] = []
-    synthetic, peer = marginal_peers.synthesize(
-        "aim",
-        table.schema,
-        train,
-        args.epsilon,
-        cell.delta,
-        np.random.default_rng(seed),
-        rounds=args.rounds,
-        log=log.append,
+    cell = BenchmarkConfig(
+        table=args.table, method="aim", epsilon=args.epsilon, aim_rounds=args.rounds
     )
-    with tempfile.TemporaryDirectory() as scratch:  # scored as the benchmark scores it
-        path = Path(scratch) / "synthetic.csv"
-        synthetic.to_csv(path, index=False)
-        synthetic = table.schema.read_csv(path)
+    seed = cell_noise_seed(cell, args.repeat)
+    log: list[str] = []
+    with tempfile.TemporaryDirectory() as scratch:  # run and read back as the benchmark does
+        table, train, test, synthetic, peer, _ = peer_run(
+            cell, args.repeat, Path(scratch), log.append
+        )
     names = table.schema.names
     label = names.index(table.target)
     cliques = [tuple(int(i) for i in m.group(1).split(",")) for m in map(MEASURED.search, log) if m]

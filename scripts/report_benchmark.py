@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
-from benchmark import TRAIN_OF_METHOD
+from benchmark import ABSENT_KEYS, TRAIN_OF_METHOD
 
 from rdpgan.io import atomic_write
 from rdpgan.utility import CLASSIFIERS
@@ -306,7 +306,7 @@ def cell(runs: pd.DataFrame, method: str, eps: float | None = None) -> pd.DataFr
     the default schedule, as scripts/benchmark.py counts it)."""
     rows = runs[runs["method"] == method]
     if method == "cgan":
-        schedule = rows["train"] if "train" in rows else pd.Series("default", index=rows.index)
+        schedule = rows.get("train", pd.Series(ABSENT_KEYS["train"], index=rows.index))
         rows = rows[schedule == TRAIN_OF_METHOD["cgan"]]
     return rows if eps is None else rows[rows["epsilon"] == eps]
 
