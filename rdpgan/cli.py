@@ -25,7 +25,6 @@ from hydra.errors import OverrideParseException
 from hydra.initialize import get_gh_backup, restore_gh_from_backup
 from omegaconf import DictConfig, OmegaConf
 
-from rdpgan import distributed
 from rdpgan.config import (
     RunConfig,
     public_run_settings,
@@ -40,7 +39,7 @@ ConfigT = TypeVar("ConfigT")
 
 
 def fail(message: str) -> NoReturn:
-    if distributed.rank() == 0:  # under torchrun every rank fails alike: one line, not N
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun every rank fails alike: one line
         print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
 

@@ -182,10 +182,6 @@ class ModelConfig:
     # 19-20 of results/tuning_adult.csv). Saved runs without this setting sample untilted (from
     # the distribution they sampled; a seed's rows change with rdpgan's version).
     tilt_sampling: bool | None = None
-    # Sampling's matrix products in bfloat16 where the hardware multiplies it natively (the
-    # draws stay float32): faster generation (results/speed.md), the same scores (round 14 of
-    # results/tuning_adult.csv). A seed gives the same rows only on the same kind of CPU.
-    bf16_sampling: bool = True
 
 
 @dataclass
@@ -300,10 +296,9 @@ class SampleCliConfig:
     seed: int | None = None  # default: the model's training seed
     chunk_size: int = 100_000  # rows generated and written at a time (bounds memory)
     # The model's sampling settings for this file (null: as the run chose them): generated rows
-    # per row kept when raking (1: no raking, faster), and bfloat16 matrix products.
+    # per row kept when raking (1: no raking, faster), and whether sampling is tilted.
     sample_pool: int | None = None
     tilt_sampling: bool | None = None
-    bf16_sampling: bool | None = None
 
 
 @dataclass

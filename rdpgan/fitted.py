@@ -2,22 +2,20 @@
 statistics and the ledger; written by ``save`` and read back by ``load``.
 
 Fitting (:mod:`rdpgan.fitting`) fills this in; sampling (:mod:`rdpgan.sampler`) reads it. Both
-saved files are plain: weights load with ``torch.load(weights_only=True)`` and the rest is
-JSON, so loading a model never executes code from the file, and never imports the DP
-machinery (Opacus, the accountants).
+saved files are plain: the weights are a numpy ``.npz`` read without pickles and the rest is
+JSON, so loading a model never executes code from the file, and imports neither torch nor the
+DP machinery (Opacus, the accountants).
 """
 
 from __future__ import annotations
 
 import math
-import pickle
-import warnings
+import zipfile
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from rdpgan.config import (
     ModelConfig,
@@ -28,15 +26,18 @@ from rdpgan.config import (
 )
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
+from rdpgan.frozen import CodeLayout, FrozenGenerator
 from rdpgan.io import atomic_write, read_json, write_json
 from rdpgan.marginals import Marginals
-from rdpgan.models import Generator
 from rdpgan.privacy.budget import LEDGER_FILE, NON_PRIVATE, validate_budget
-from rdpgan.sampler import Sampler, Tilts, resolve_device
+from rdpgan.sampler import Sampler, Tilts
 from rdpgan.settings import validate_settings
 from rdpgan.transform import TableTransformer
 
-if TYPE_CHECKING:  # a fitted model's ledger; a loaded one has none (its privacy.json is read)
+if TYPE_CHECKING:  # what fitting leaves: a loaded model has neither (it reads privacy.json)
+    import torch
+
+    from rdpgan.models import Generator
     from rdpgan.privacy.ledger import PrivacyLedger
 
 # 2: G normalises rows with LayerNorm (format 1's BatchNorm coupled the rows of a batch).
@@ -44,7 +45,9 @@ if TYPE_CHECKING:  # a fitted model's ledger; a loaded one has none (its privacy
 #    released marginals instead of class profiles.
 # 4: wide numeric columns cut at equal mass of a released density, positions drawn from it
 #    (the generator no longer emits a position).
-MODEL_FORMAT = 4
+# 5: the generator's weights as numpy arrays (model.npz), sampled without torch.
+MODEL_FORMAT = 5
+WEIGHTS_FILE = "model.npz"
 # A model.json without the setting is from before it: its rows were drawn untilted.
 RECORDED_BEFORE_TILT = {"tilt_sampling": False}
 
@@ -68,11 +71,14 @@ class FittedModel:
         self.model_config = model or ModelConfig()
         self.train_config = train or TrainConfig()
         self.seed = seed
-        self.device = resolve_device(device)
+        # Resolved when fitting (rdpgan.models.resolve_device): sampling runs on the CPU.
+        self.device_name = device
         if self.privacy.accountant != NON_PRIVATE:
             validate_budget(epsilon, delta)
         validate_settings(self.privacy, self.model_config, self.train_config)
+        # The torch generator that fitting trains, or (a loaded model) its frozen weights.
         self.generator: Generator | None = None
+        self.frozen: FrozenGenerator | None = None
         self.transformer: TableTransformer | None = None
         self.ledger: PrivacyLedger | None = None
         self.label_probs: np.ndarray | None = None
@@ -112,13 +118,25 @@ class FittedModel:
         self.__dict__.update(state)
 
     @property
+    def device(self) -> torch.device:
+        """The device fitting trains on (``auto``: a CUDA GPU where one is present)."""
+        from rdpgan.models import resolve_device
+
+        return resolve_device(self.device_name)
+
+    @property
     def sampler(self) -> Sampler:
         """This model's generator and releases as a :class:`~rdpgan.sampler.Sampler` (with
         the settings of the moment: ``model_config`` may change how a loaded model samples)."""
-        if self.generator is None or self.transformer is None or self.label_probs is None:
+        if self.transformer is None or self.label_probs is None:
+            raise RuntimeError("fit or load the model before sampling")
+        generator = self.frozen
+        if self.generator is not None:  # (frozen anew: training changes the weights in place)
+            generator = self.freeze(self.generator_state())
+        if generator is None:
             raise RuntimeError("fit or load the model before sampling")
         return Sampler(
-            self.generator,
+            generator,
             self.transformer,
             self.label_probs,
             self.released_rows,
@@ -126,24 +144,32 @@ class FittedModel:
             self.marginal_noise,
             self.model_config,
             self.seed,
-            self.device,
             self.tilts,
         )
 
-    def build_generator(self) -> Generator:
-        """A new generator for this model's table (new weights: the tilts are dropped)."""
+    def generator_state(self) -> dict[str, np.ndarray]:
+        """The trained generator's weights as arrays (what ``model.npz`` holds)."""
+        assert self.generator is not None
+        return {k: v.detach().cpu().numpy() for k, v in self.generator.state_dict().items()}
+
+    def freeze(self, state: dict[str, np.ndarray]) -> FrozenGenerator:
+        """A generator for sampling from weights ``state``, laid out for this model's table
+        (ValueError: weights of another shape)."""
         assert self.transformer is not None
-        self.tilts.clear()
-        self.generator = Generator.for_table(self.model_config, self.transformer).to(self.device)
-        return self.generator
+        spans = [(span.start, span.end) for span in self.transformer.spans]
+        layout = CodeLayout(spans, self.transformer.width)
+        frozen = FrozenGenerator(state, layout, self.transformer.n_classes)
+        if frozen.latent_dim != self.model_config.latent_dim:
+            raise ValueError("the weights do not take the model's latent draws")
+        return frozen
 
     def save(self, directory: str | Path) -> Path:
-        """Write ``model.pt`` (generator weights only), ``model.json`` and ``privacy.json``."""
+        """Write ``model.npz`` (generator weights only), ``model.json`` and ``privacy.json``."""
         if self.generator is None or self.transformer is None or self.ledger is None:
             raise RuntimeError("fit the model before saving it")
         directory = Path(directory)
-        state = {k: v.detach().cpu() for k, v in self.generator.state_dict().items()}
-        atomic_write(directory / "model.pt", lambda tmp: torch.save(state, tmp))
+        state = self.generator_state()
+        atomic_write(directory / WEIGHTS_FILE, lambda tmp: _save_arrays(tmp, state))
         write_json(directory / "model.json", self.describe())
         write_json(directory / LEDGER_FILE, self.ledger.to_dict())
         return directory
@@ -214,11 +240,8 @@ class FittedModel:
         directory = Path(directory)
         try:
             model = cls.from_description(read_json(directory / "model.json"), device)
-            generator = model.build_generator()
-            with warnings.catch_warnings():  # torch warns in several lines about bad archives
-                warnings.simplefilter("ignore")
-                state = torch.load(directory / "model.pt", map_location="cpu", weights_only=True)
-            generator.load_state_dict(state)
+            with np.load(directory / WEIGHTS_FILE, allow_pickle=False) as arrays:
+                model.frozen = model.freeze({name: arrays[name] for name in arrays.files})
         except FileNotFoundError as exc:
             raise UserInputError(
                 f"no saved model in {directory}: {Path(exc.filename).name} is missing"
@@ -233,7 +256,12 @@ class FittedModel:
             EOFError,
             AttributeError,
             OSError,
-            pickle.UnpicklingError,
+            zipfile.BadZipFile,
         ) as exc:
             raise UserInputError(f"the model in {directory} is damaged or incompatible") from exc
         return model
+
+
+def _save_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    with open(path, "wb") as file:  # (a path not ending in .npz would get the suffix added)
+        np.savez(file, **arrays)

@@ -35,7 +35,7 @@ from rdpgan.data.target import check_target
 from rdpgan.errors import UserInputError
 from rdpgan.fitted import FittedModel
 from rdpgan.io import read_json, write_json
-from rdpgan.models import Discriminator
+from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy.budget import LEDGER_FILE, NON_PRIVATE, validate_budget
 from rdpgan.privacy.dp_sgd import PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger
@@ -70,6 +70,7 @@ def fit(
     checkpoint_dir: str | Path | None,
 ) -> None:
     """Train ``model`` on ``df`` (the private rows); domains come from ``release`` alone."""
+    model.device  # noqa: B018 (an unknown or absent device fails before anything is spent)
     if release.releases and distributed.world_size() > 1:
         raise UserInputError(
             "a paid schema is released in one process: release it without torchrun, then "
@@ -296,7 +297,7 @@ def _train(
     nominal_rate = min(cfg.max_sample_rate, cfg.batch_size / model.released_rows)
     sample_rate = exact_sample_rate(nominal_rate)
     expected_batch = max(1, round(sample_rate * model.released_rows))
-    generator = model.build_generator()
+    generator = _new_generator(model)
     discriminator = Discriminator.for_table(model.model_config, model.transformer)
     discriminator = discriminator.to(model.device)
     g_opt, d_opt = adam_optimizers(generator, discriminator, cfg)
@@ -391,6 +392,15 @@ def _train(
         "generator_step_dtype": "bfloat16" if trainer.bf16_generator_step else "float32",
         "generator_average_steps": trainer.averaged_steps(),
     }
+
+
+def _new_generator(model: FittedModel) -> Generator:
+    """A new generator for the model's table (new weights: the tilts are dropped)."""
+    assert model.transformer is not None
+    model.tilts.clear()
+    model.frozen = None
+    model.generator = Generator.for_table(model.model_config, model.transformer).to(model.device)
+    return model.generator
 
 
 def _conformed(df: pd.DataFrame, target: str, schema: Schema) -> pd.DataFrame:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from itertools import accumulate, pairwise
+from itertools import pairwise
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from rdpgan.config import ModelConfig
+from rdpgan.errors import UserInputError
+from rdpgan.frozen import CodeLayout
 from rdpgan.transform import Span, TableTransformer
 
 # oneDNN's ISA caps under which bfloat16 products are still native (the rest, e.g. AVX2, cap
@@ -47,6 +48,19 @@ def native_bf16(device: torch.device) -> bool:
     check = getattr(torch.cpu, "_is_avx512_bf16_supported", None)  # AVX-512 BF16 (or AMX)
     native = check is not None and bool(check()) and not isa_capped_below_bf16()
     return device.type == "cpu" and native
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` means a CUDA GPU where one is present, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as exc:
+        raise UserInputError(f"unknown device {device!r}") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise UserInputError("device=cuda was asked for but no CUDA GPU is available")
+    return resolved
 
 
 def _mlp(sizes: Sequence[int], make_block) -> nn.Sequential:
@@ -84,47 +98,13 @@ class Generator(nn.Module):
         self.body = _mlp(sizes, lambda i, o: (nn.Linear(i, o), nn.LayerNorm(o), nn.ReLU()))
         self.head = nn.Linear(sizes[-1], width)
 
-        blocks = list(spans)
-        widths = [s.end - s.start for s in blocks]
-        # The code cells (logits of one-hot blocks), grouped into buckets of blocks of similar
-        # width: each bucket is one padded [blocks, width] softmax, so the padding stays small
-        # (Adult's 14 blocks are 2 to 99 codes wide: one layout would be 1,386 cells for 413).
-        self.buckets = width_buckets(widths)
-        self.bucket_shapes = [(len(b), max(widths[j] for j in b)) for b in self.buckets]
-        in_bucket_order = [j for bucket in self.buckets for j in bucket]
-        cells = [torch.arange(blocks[j].start, blocks[j].end) for j in in_bucket_order]
-        cells = torch.cat(cells) if cells else torch.zeros(0, dtype=torch.long)
-        # Where each block's codes start among the cells (bucket order): argmax + this = cell.
-        starts = list(accumulate((widths[j] for j in in_bucket_order), initial=0))
-        first_blocks = accumulate(map(len, self.buckets), initial=0)
-        self.bucket_cells = [(starts[i], starts[j]) for i, j in pairwise(first_blocks)]
-        # Each cell's place in its bucket's flattened padded layout.
-        in_bucket = [
-            torch.arange(widths[j]) + slot * bucket_width
-            for bucket, (_, bucket_width) in zip(self.buckets, self.bucket_shapes, strict=True)
-            for slot, j in enumerate(bucket)
-        ]
-        empty = torch.zeros(0, dtype=torch.long)
-        self.register_buffer("cell_index", cells, persistent=False)
-        self.register_buffer("block_offsets", torch.tensor(starts[:-1]).long(), persistent=False)
-        self.register_buffer(
-            "bucket_index", torch.cat(in_bucket) if in_bucket else empty, persistent=False
-        )
-        # Codes in span order (block by block, as the transformer lays them out) from cells.
-        self.register_buffer("span_cells", torch.argsort(cells), persistent=False)
-        # Sampling's head emits each bucket's padded layout directly: the head row of each
-        # output, or ``width`` (a zero row with bias -inf) for padding.
-        sizes = [math.prod(shape) for shape in self.bucket_shapes]
-        rows = torch.full((sum(sizes),), width)
-        offsets = list(accumulate(sizes, initial=0))[:-1]
-        for (start, end), offset in zip(self.bucket_cells, offsets, strict=True):
-            rows[offset + self.bucket_index[start:end]] = cells[start:end]
-        self.register_buffer("sampling_rows", rows, persistent=False)
-        self.bucket_widths = [torch.tensor([widths[j] for j in b]) for b in self.buckets]
-        # Blocks in span order from blocks in bucket order.
-        self.register_buffer(
-            "block_order", torch.argsort(torch.tensor(in_bucket_order)).long(), persistent=False
-        )
+        # The code cells (logits of one-hot blocks) in buckets of blocks of similar width, as
+        # sampling lays them out (rdpgan.frozen.CodeLayout).
+        self.layout = CodeLayout([(span.start, span.end) for span in spans], width)
+        self.bucket_shapes = self.layout.bucket_shapes
+        self.bucket_cells = self.layout.bucket_cells
+        for name in ("cells", "block_offsets", "bucket_index", "span_cells"):
+            self.register_buffer(name, torch.as_tensor(getattr(self.layout, name)), False)
 
     @classmethod
     def for_table(cls, config: ModelConfig, transformer: TableTransformer) -> Generator:
@@ -147,7 +127,7 @@ class Generator(nn.Module):
     def gumbel_shape(self, n: int) -> tuple[int, int]:
         """Shape of the uniform draws :meth:`forward` turns into Gumbel noise for ``n`` rows:
         one per code of every one-hot block (none for the padding of the block layout)."""
-        return (n, len(self.cell_index))
+        return (n, len(self.cells))
 
     def forward(
         self,
@@ -170,7 +150,7 @@ class Generator(nn.Module):
                 f"uniform has shape {tuple(uniform.shape)}, not {self.gumbel_shape(len(logits))}"
             )
         # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
-        noisy = logits.index_select(1, self.cell_index) - (-uniform.log()).log()
+        noisy = logits.index_select(1, self.cells) - (-uniform.log()).log()
         # Temperature does not move an argmax: one padded layout serves both.
         codes, chosen = self._softmax(noisy / self.gumbel_tau, argmax=hard)
         if chosen is not None:  # straight-through: one-hot forward, soft gradient backward
@@ -210,142 +190,8 @@ class Generator(nn.Module):
         softmax(logits); the mean over z is G's marginal of each column given the class,
         which the marginal loss matches to the released (DP) marginals, differentiably.
         """
-        probs, _ = self._softmax(self._logits(z, y).index_select(1, self.cell_index))
+        probs, _ = self._softmax(self._logits(z, y).index_select(1, self.cells))
         return probs.index_select(1, self.span_cells)
-
-    @torch.no_grad()
-    def sample_parts(
-        self,
-        z: torch.Tensor,
-        y: torch.Tensor,
-        rng: torch.Generator | None = None,
-        tilt: Sequence[torch.Tensor] | None = None,
-    ) -> torch.Tensor:
-        """One code per block for sampling, without building one-hot rows.
-
-        Each block's code is drawn by inverse transform, one uniform draw per block against the
-        cumulative softmax of its logits: the distribution of ``forward(hard=True)``'s argmax of
-        Gumbel-perturbed logits (temperature moves neither), with one draw per block instead of
-        one per code. The head emits the padded bucket layout directly, so every block is a
-        contiguous row of a [rows, blocks, width] tensor, and its code logits in base 2 (times
-        log2 e): exp2 is the same exponential as exp and several times cheaper on a CPU. The
-        matrix products run in the caller's precision (e.g. under bfloat16 autocast); the
-        draws in float32. ``tilt`` (see :meth:`code_logits`) shifts every row's code logits
-        alike, so the caller passes rows of one class. ``rng`` (default: torch's global one)
-        draws the uniforms; a generator of its own makes concurrent calls safe and reproducible.
-        """
-        outputs = self.sampling_outputs(z, y)
-        if not self.buckets:  # a table without feature columns
-            return outputs.new_zeros(len(outputs), 0, dtype=torch.long)
-        blocks = sum(len(bucket) for bucket in self.buckets)
-        uniforms = torch.rand(len(outputs), blocks, 1, generator=rng, device=z.device)
-        codes, block = [], 0
-        buckets = zip(self.code_logits(outputs, tilt), self.bucket_widths, strict=True)
-        for logits, widths in buckets:
-            cumulative = _cumulative_exp2(logits)
-            uniform = uniforms[:, block : block + logits.shape[1]]
-            block += logits.shape[1]
-            chosen = torch.searchsorted(cumulative, uniform * cumulative[..., -1:], right=True)
-            # (u · total can round up to the total: keep it on the block's last code.)
-            codes.append(torch.minimum(chosen.squeeze(-1), widths.to(z.device) - 1))
-        return torch.cat(codes, dim=1).index_select(1, self.block_order)
-
-    def sampling_outputs(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """The head's outputs in sampling's layout: each bucket's padded code logits in bits,
-        in the matrix products' precision."""
-        weight, bias = self._sampling_head()
-        return F.linear(self.body(torch.cat([z, y], dim=1)), weight, bias)
-
-    def code_logits(
-        self, outputs: torch.Tensor, tilt: Sequence[torch.Tensor] | None = None
-    ) -> list[torch.Tensor]:
-        """Each bucket's code logits (bits) of :meth:`sampling_outputs` in float32, [rows,
-        blocks, width], plus the bucket's ``tilt`` ([blocks, width] bits, added in float32 as
-        the logits are converted: no pass of its own), as :mod:`rdpgan.postprocess` fits it."""
-        buckets, start = [], 0
-        for index, shape in enumerate(self.bucket_shapes):
-            end = start + math.prod(shape)
-            logits = outputs[:, start:end].view(len(outputs), *shape)
-            buckets.append(logits.float() if tilt is None else logits + tilt[index])
-            start = end
-        return buckets
-
-    def bucket_layout(self, per_block: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Per-code values of each block (span order) laid out as :meth:`code_logits`' buckets,
-        [blocks, width] each, 0 on padding."""
-        layout = []
-        for bucket, shape in zip(self.buckets, self.bucket_shapes, strict=True):
-            cells = torch.zeros(shape)
-            for slot, block in enumerate(bucket):
-                cells[slot, : len(per_block[block])] = per_block[block]
-            layout.append(cells)
-        return layout
-
-    def block_values(self, layout: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """The inverse of :meth:`bucket_layout`: each block's per-code values, span order."""
-        per_block: dict[int, torch.Tensor] = {}
-        for bucket, cells, widths in zip(self.buckets, layout, self.bucket_widths, strict=True):
-            for slot, (block, width) in enumerate(zip(bucket, widths.tolist(), strict=True)):
-                per_block[block] = cells[slot, :width]
-        return [per_block[block] for block in range(len(per_block))]
-
-    def _sampling_head(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The head's (weight, bias) in sampling's layout: each bucket's padded cells, rows
-        times log2 e, padding a zero row with bias -inf (no probability)."""
-        zero_row = self.head.weight.new_zeros(1, self.head.in_features)
-        padding = self.head.bias.new_full((1,), float("-inf"))
-        weight = torch.cat([self.head.weight, zero_row]).index_select(0, self.sampling_rows)
-        bias = torch.cat([self.head.bias, padding]).index_select(0, self.sampling_rows)
-        scale = math.log2(math.e)
-        return weight * scale, bias * scale
-
-
-# A block whose codes' total (after the shift by its bucket's largest logit) falls below this is
-# shifted by its own largest logit instead. Above it, what underflow takes from a block of w codes
-# (each term below 2^-126 is off by at most 2^-150) is under w · 2^-50 of its total. (Rounding
-# logit - shift at the bucket's scale moves a block's cumulative probabilities by up to ~2e-6
-# instead of ~1e-7 with its own shift: far below sampling noise, and below the bfloat16
-# rounding of the logits, ~2e-2, where the products run in bfloat16.)
-SMALLEST_TOTAL = 2.0**-100
-
-
-def _cumulative_exp2(logits: torch.Tensor) -> torch.Tensor:
-    """[rows, blocks, width]: each block's cumulative sums of exp2(logits), up to a factor
-    per block (any factor: only the ratios to the total matter).
-
-    Each row's logits are shifted by the largest in its bucket, so that exp2 cannot overflow:
-    one contiguous reduction per row rather than one per block over short rows.
-    Only a bucket with a block far below that largest logit, which the shift would underflow,
-    is shifted block by block.
-    """
-    flat = logits.view(len(logits), -1)
-    cumulative = (flat - flat.amax(1, keepdim=True)).exp2_().view_as(logits).cumsum_(-1)
-    if bool((cumulative[..., -1] < SMALLEST_TOTAL).any()):
-        cumulative = (logits - logits.amax(-1, keepdim=True)).exp2_().cumsum_(-1)
-    return cumulative
-
-
-# Padded cells a bucket of blocks must save to be worth its own layout (a few more small kernels
-# a pass). On Adult's blocks, 0 to 64 timed alike; one layout for all was the slowest.
-BUCKET_COST = 16
-
-
-def width_buckets(widths: Sequence[int], cost: int = BUCKET_COST) -> list[list[int]]:
-    """Blocks (indices into ``widths``) in buckets of similar width, narrowest first: the
-    partition of the sorted widths with the fewest padded cells plus ``cost`` per bucket."""
-    order = sorted(range(len(widths)), key=widths.__getitem__)
-    best = [0] + [math.inf] * len(order)  # best[j]: the first j blocks in buckets
-    cut = [0] * (len(order) + 1)
-    for end in range(1, len(order) + 1):
-        for start in range(end):
-            total = best[start] + (end - start) * widths[order[end - 1]] + cost
-            if total < best[end]:
-                best[end], cut[end] = total, start
-    buckets, end = [], len(order)
-    while end > 0:
-        buckets.append(order[cut[end] : end])
-        end = cut[end]
-    return buckets[::-1]
 
 
 class Discriminator(nn.Module):

@@ -23,12 +23,10 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-import torch
-from torch.nn import functional as F
 
 from rdpgan.data.discretize import cell_index
+from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals, shrink_toward
-from rdpgan.models import Generator
 
 #: Most IPF sweeps over the tables; the weights settle within a few dozen on real tables.
 RAKING_SWEEPS = 30
@@ -46,9 +44,9 @@ RAKING_FLOOR = 1e-3
 #: which it stops: far below the sampling noise of any table that is sampled.
 TILT_SWEEPS = 200
 TILT_TOLERANCE = 1e-4
-#: Largest shift of one code's logit (bits): a code G hardly ever draws is lifted at most
-#: 2^16-fold, rather than without bound toward a goal G cannot reach.
-TILT_LIMIT = 16.0
+#: Largest shift of one code's logit: a code G hardly ever draws is lifted at most 2^16-fold,
+#: rather than without bound toward a goal G cannot reach.
+TILT_LIMIT = 16.0 * math.log(2.0)
 
 
 def tilt_goal(released: np.ndarray, own: np.ndarray, variance: float) -> np.ndarray:
@@ -66,60 +64,77 @@ def tilt_goal(released: np.ndarray, own: np.ndarray, variance: float) -> np.ndar
     return shrink_toward(own, goal, np.asarray(variance))
 
 
-def fit_tilt(logits: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
-    """The shift (bits) of each code's logit under which the mean over rows of each block's
-    softmax is ``goal``: ``logits`` is [rows, blocks, width] (bits; -inf on padding), ``goal``
-    [blocks, width] (0 on padding).
+def fit_tilt(logits: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """The shift of each code's logit under which the mean over rows of each block's softmax
+    is ``goal``: ``logits`` is [rows, blocks, width] (-inf on padding), ``goal`` [blocks,
+    width] (0 on padding).
 
     Iterative scaling (Darroch and Ratcliff's, every row drawing exactly one code a block):
     each sweep multiplies every code's probability in every row by goal / current mean, before
-    each block is renormalised; it converges to the goal where the codes can reach it.
+    each block is renormalised; it converges to the goal where the codes can reach it. A row's
+    softmax under a shift t is exp(logits) · exp(t) over its block's total, so exp(logits) is
+    taken once and each sweep is two passes over it.
     """
-    tilt = torch.zeros_like(goal)
+    return _fit_tilt(_block_weights(logits), goal)
+
+
+def _fit_tilt(weights: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """:func:`fit_tilt` from the logits' :func:`_block_weights`."""
+    rows = len(weights)
+    tilt = np.zeros_like(goal)
     live = goal > 0
     for _ in range(TILT_SWEEPS):
-        current = mean_softmax(logits + tilt)
-        if float((goal - current).abs().sum(-1).max()) / 2 < TILT_TOLERANCE:
+        scale = np.exp(tilt)
+        totals = np.einsum("rbw,bw->rb", weights, scale)
+        current = scale * np.einsum("rbw,rb->bw", weights, 1.0 / totals) / rows
+        if float(np.abs(goal - current).sum(axis=-1).max()) / 2 < TILT_TOLERANCE:
             break
-        ratio = goal / current.clamp_min(torch.finfo(current.dtype).tiny)
-        tilt = torch.where(live, tilt + ratio.log2(), 0.0).clamp(-TILT_LIMIT, TILT_LIMIT)
+        # (Padding and codes the goal empties keep no shift.)
+        ratio = np.where(live, goal / np.maximum(current, np.finfo(current.dtype).tiny), 1.0)
+        tilt = np.clip(tilt + np.log(ratio), -TILT_LIMIT, TILT_LIMIT)
     return tilt
 
 
 def class_tilts(
-    generator: Generator,
+    generator: FrozenGenerator,
     released: Marginals,
     variance: Sequence[float],
     rows: int,
-    rng: torch.Generator,
-) -> list[list[torch.Tensor]]:
-    """Per class, each bucket's tilt (:func:`fit_tilt`, in :meth:`Generator.code_logits`'
-    layout) toward the released code distributions of every column within that class (each
-    shrunk toward G's own by the noise ``variance`` of one of the class's cells, see
-    :func:`tilt_goal`), fitted on ``rows`` latent draws of the class from ``rng``. The caller
-    sets the matrix products' precision, as when sampling: the tilt then corrects what
-    sampling computes."""
-    device = generator.head.weight.device
+    rng: np.random.Generator,
+) -> list[list[np.ndarray]]:
+    """Per class, each bucket's tilt (:func:`fit_tilt`, in
+    :meth:`~rdpgan.frozen.FrozenGenerator.code_logits`' layout) toward the released code
+    distributions of every column within that class (each shrunk toward G's own by the noise
+    ``variance`` of one of the class's cells, see :func:`tilt_goal`), fitted on ``rows``
+    latent draws of the class from ``rng``."""
+    layout = generator.layout
     tilts = []
     for label in range(generator.n_classes):
-        z = torch.randn(rows, generator.latent_dim, generator=rng, device=device)
-        y = F.one_hot(torch.full((rows,), label, device=device), generator.n_classes).float()
-        with torch.no_grad():
-            logits = generator.code_logits(generator.sampling_outputs(z, y))
-        own = generator.block_values([mean_softmax(bucket).cpu() for bucket in logits])
+        z = rng.standard_normal((rows, generator.latent_dim), dtype=np.float32)
+        y = np.zeros((rows, generator.n_classes), np.float32)
+        y[:, label] = 1.0
+        weights = [_block_weights(b) for b in generator.code_logits(generator.outputs(z, y))]
+        own = layout.block_values([_mean_softmax(bucket) for bucket in weights])
         goals = [
-            tilt_goal(table[label], mine.double().numpy(), variance[label])
+            tilt_goal(table[label], mine, variance[label])
             for table, mine in zip(released.by_class, own, strict=True)
         ]
-        layout = generator.bucket_layout([torch.as_tensor(goal) for goal in goals])
-        tilts.append([fit_tilt(b, g.to(device)) for b, g in zip(logits, layout, strict=True)])
+        layout_goals = layout.bucket_layout(goals)
+        tilts.append([_fit_tilt(w, g) for w, g in zip(weights, layout_goals, strict=True)])
     return tilts
 
 
-def mean_softmax(logits: torch.Tensor) -> torch.Tensor:
-    """[blocks, width]: each block's softmax of ``logits`` ([rows, blocks, width], bits)
-    averaged over the rows: G's expected code distribution over those rows."""
-    return torch.softmax(logits * math.log(2), dim=-1).mean(0)
+def _block_weights(logits: np.ndarray) -> np.ndarray:
+    """exp(``logits``) ([rows, blocks, width]), each block shifted by its largest logit (no
+    overflow, nor underflow of a whole block), in float64: each block's softmax up to its
+    total."""
+    return np.exp(logits - logits.max(axis=-1, keepdims=True), dtype=np.float64)
+
+
+def _mean_softmax(weights: np.ndarray) -> np.ndarray:
+    """[blocks, width]: each block's softmax (from its :func:`_block_weights`) averaged over
+    the rows: G's expected code distribution over those rows."""
+    return (weights / weights.sum(axis=-1, keepdims=True)).mean(axis=0)
 
 
 def raking_weights(

@@ -5,12 +5,13 @@ written ``chunk_size`` at a time, so memory stays bounded whatever ``n`` is, int
 beside ``out`` that replaces it only once complete: no reader ever sees a half-written file, and a
 failure leaves nothing behind. Chunk ``i`` is ``model.sample(size_i, label, seed=chunk_seed(seed,
 i))``, so the file is a pure function of (model, its sampling settings, n, label, seed,
-chunk_size). ``sample_pool``, ``tilt_sampling`` and ``bf16_sampling`` override the run's sampling
-settings for this file only: ``sample_pool=1`` skips raking (several times faster, farther from
-the released pairs).
+chunk_size). ``sample_pool`` and ``tilt_sampling`` override the run's sampling settings for this
+file only: ``sample_pool=1`` skips raking (several times faster, farther from the released
+pairs).
 
-Speed: chunks are generated and converted to Arrow tables by a pool of threads (one per CPU
-core, each running torch single-threaded: whole chunks in parallel beat parallel matmuls, since
+Speed: nothing here imports torch or the DP machinery (sampling is numpy, :mod:`rdpgan.frozen`).
+Chunks are generated and converted to Arrow tables by a pool of threads (one per CPU core, each
+with a single-threaded BLAS: whole chunks in parallel beat parallel matrix products, since
 random draws and decoding are serial) while earlier chunks are written, in order, by Arrow's C++
 writers (pandas' CSV writer alone would cost more than generating the rows). At most two chunks
 per worker are in memory at once.
@@ -35,9 +36,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
-import torch
 from hydra.core.override_parser.types import Quote, QuotedString
 from omegaconf import DictConfig
+from threadpoolctl import threadpool_limits
 
 from rdpgan.cli import guarded, precheck_overrides, to_typed
 from rdpgan.config import SampleCliConfig, register_configs
@@ -53,7 +54,7 @@ ARROW_TYPES = {"int64": pa.int64(), "float64": pa.float64(), "object": pa.string
 
 
 def chunk_seed(seed: int, index: int) -> int:
-    """The torch seed of chunk ``index``: independent streams per chunk, reproducible by seed."""
+    """The seed of chunk ``index``: independent streams per chunk, reproducible by seed."""
     return int(np.random.SeedSequence([seed, index]).generate_state(1, np.uint64)[0])
 
 
@@ -70,12 +71,15 @@ def iter_samples(
     workers: int = 1,
 ) -> Iterator[pa.Table]:
     """``n`` rows as consecutive Arrow tables of at most ``chunk_size`` rows, ``workers``
-    chunks at a time. The tables do not depend on ``workers``."""
+    chunks at a time, each worker's matrix products single-threaded (BLAS threads are
+    process-wide: restored when the iteration ends). The tables do not depend on
+    ``workers``."""
 
     def chunk(index: int, size: int) -> pa.Table:
         return model.sample_arrow(size, label=label, seed=chunk_seed(seed, index))
 
-    return ordered_parallel(chunk, chunk_sizes(n, chunk_size), workers)
+    with threadpool_limits(1 if workers > 1 else None, user_api="blas"):
+        yield from ordered_parallel(chunk, chunk_sizes(n, chunk_size), workers)
 
 
 def ordered_parallel(
@@ -93,18 +97,10 @@ def ordered_parallel(
             yield pending.popleft().result()
 
 
-def sampling_workers(model: DPCGAN, chunks: int) -> int:
-    """Threads for :func:`iter_samples` of ``chunks`` chunks on this machine (no more than
-    there are chunks: one chunk keeps torch's own threads for its products and the tilt's
-    fit), setting torch to one thread each.
-
-    Changes torch's process-wide thread count: for the CLI and benchmarks, not library code.
-    """
-    if model.device.type != "cpu":
-        return 1
-    workers = max(1, min(4, len(os.sched_getaffinity(0)), chunks))
-    torch.set_num_threads(1 if workers > 1 else torch.get_num_threads())
-    return workers
+def sampling_workers(chunks: int) -> int:
+    """Threads for :func:`iter_samples` of ``chunks`` chunks on this machine: one per core, no
+    more than there are chunks (one chunk keeps BLAS's own threads for its products)."""
+    return max(1, min(4, len(os.sched_getaffinity(0)), chunks))
 
 
 def resolve_label(column: Categorical, label: Any) -> Any:
@@ -226,15 +222,11 @@ def run(cfg: SampleCliConfig) -> None:
     out = Path(cfg.out)
     output_writer(out)
     model = load_model(Path(cfg.run_dir))
-    chosen = {
-        "sample_pool": cfg.sample_pool,
-        "tilt_sampling": cfg.tilt_sampling,
-        "bf16_sampling": cfg.bf16_sampling,
-    }
+    chosen = {"sample_pool": cfg.sample_pool, "tilt_sampling": cfg.tilt_sampling}
     settings = {name: value for name, value in chosen.items() if value is not None}
     model.model_config = replace(model.model_config, **settings)
     rows = model.released_rows if cfg.n is None else cfg.n
-    workers = sampling_workers(model, len(chunk_sizes(rows, cfg.chunk_size)))
+    workers = sampling_workers(len(chunk_sizes(rows, cfg.chunk_size)))
     n = write_samples(model, out, cfg.n, cfg.label, cfg.seed, cfg.chunk_size, workers)
     for note in model.privacy_notes:  # after the work: bad input stays a one-line error
         print(f"WARNING: {note}", file=sys.stderr)

@@ -2,29 +2,27 @@
 released statistics it samples labels from and is tilted and raked toward, and the tilts.
 
 All of it is post-processing of releases (sampling spends no privacy), and none of it needs
-the DP machinery: a saved model is loaded (:mod:`rdpgan.fitted`) and sampled without
-importing Opacus or the accountants.
+the DP machinery or torch: a saved model is loaded (:mod:`rdpgan.fitted`) and sampled with
+numpy alone (:mod:`rdpgan.frozen`), its random draws from numpy's generator seeded by the
+call's ``seed``.
 """
 
 from __future__ import annotations
 
 import numbers
 import threading
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import torch
-from torch.nn import functional as F
 
 from rdpgan import postprocess
 from rdpgan.config import ModelConfig
 from rdpgan.errors import UserInputError
+from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals
-from rdpgan.models import Generator, native_bf16
 from rdpgan.transform import TableTransformer
 
 # Rows per generator pass when sampling: each pass's tensors (rows × ~436 floats) then stay near
@@ -59,19 +57,6 @@ TILT_ROWS = 8_192
 TILT_STREAM = 0x7117
 
 
-def resolve_device(device: str) -> torch.device:
-    """``auto`` means a CUDA GPU where one is present, else the CPU."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except RuntimeError as exc:
-        raise UserInputError(f"unknown device {device!r}") from exc
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise UserInputError("device=cuda was asked for but no CUDA GPU is available")
-    return resolved
-
-
 def check_sample_pool(name: str, pool: int | None) -> None:
     """Null, or a whole number of generated rows per kept row from 1 to RAKING_ROWS (a larger
     pool leaves no row to keep): checked before training and sampling, since anything else
@@ -99,17 +84,17 @@ def raking_pool(
 
 
 class Tilts:
-    """Sampling's tilts by matrix-product precision, fitted at the first sample after training
-    or loading (concurrent sampling threads wait for one fit); a copy starts empty."""
+    """Sampling's tilts, fitted at the first sample after training or loading (concurrent
+    sampling threads wait for one fit); a copy starts empty."""
 
     def __init__(self) -> None:
-        self.by_precision: dict[bool, list[list[torch.Tensor]]] = {}
+        self.fitted: list[list[np.ndarray]] | None = None
         self.lock = threading.Lock()
 
     def clear(self) -> None:
         """For new weights: the tilts are fitted to the weights they were fitted on."""
         with self.lock:
-            self.by_precision.clear()
+            self.fitted = None
 
     def __reduce__(self) -> tuple[type[Tilts], tuple[()]]:
         return (Tilts, ())  # a copy (any pickle protocol, copy, deepcopy) starts empty
@@ -119,15 +104,14 @@ class Tilts:
 class Sampler:
     """A fitted generator with the released statistics it samples from (all public)."""
 
-    generator: Generator
+    generator: FrozenGenerator
     transformer: TableTransformer
     label_probs: np.ndarray
     released_rows: int
     marginals: Marginals | None
     marginal_noise: float  # the noise std on one released count of the marginals
-    config: ModelConfig  # reads sample_pool, tilt_sampling and bf16_sampling
+    config: ModelConfig  # reads sample_pool and tilt_sampling
     seed: int
-    device: torch.device
     tilts: Tilts = field(default_factory=Tilts)
 
     def sample(
@@ -158,7 +142,7 @@ class Sampler:
             raise UserInputError(
                 f"the number of rows to sample must be a positive integer, got {n}"
             )
-        probs = torch.as_tensor(self.label_probs, dtype=torch.float32)
+        probs = np.asarray(self.label_probs, dtype=float)
         only = None
         if label is not None:
             levels = list(self.transformer.label_column.levels)
@@ -167,15 +151,11 @@ class Sampler:
                 raise UserInputError(
                     f"label {label!r} is not a class of {self.transformer.target!r}"
                 )
-            probs = F.one_hot(torch.tensor(only), len(levels)).float()
-        self.generator.eval()
+            probs = np.eye(len(levels))[only]
         # A random stream of this call's own: the same seed gives the same table, sampling
         # does not disturb the caller's random state, and calls may run in parallel threads.
-        rng = torch.Generator(self.device).manual_seed(self.seed if seed is None else seed)
+        rng = np.random.default_rng(self.seed if seed is None else seed)
         pool = self.raking_pool()
-        key = torch.randint(2**62, (1,), generator=rng, device=self.device)
-        numpy_rng = np.random.default_rng(int(key))  # raking's draws, from the same seed
-        probs = probs.to(self.device)
         raker = None
         if pool > 1:
             assert self.marginals is not None
@@ -186,17 +166,16 @@ class Sampler:
         for start in range(0, n, block):
             size = min(block, n - start)
             # ``pool`` generated rows per row kept; raking picks the rows to keep.
-            candidates = torch.multinomial(probs, size * pool, True, generator=rng)
-            blocks = self.generate(candidates, rng)
-            labels = candidates.cpu().numpy()
+            labels = rng.choice(len(probs), size * pool, p=probs / probs.sum())
+            blocks = self.generate(labels, rng)
             if raker is not None:
-                keep = raker(blocks, labels, size, numpy_rng)
+                keep = raker(blocks, labels, size, rng)
                 blocks, labels = blocks[keep], labels[keep]
             parts.append((blocks, labels))
         blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))
         # Each wide column's position within its bin: a uniform quantile of its released
         # density there (public randomness, from the same seed).
-        positions = numpy_rng.uniform(-1.0, 1.0, (n, len(self.transformer.wide_columns)))
+        positions = rng.uniform(-1.0, 1.0, (n, len(self.transformer.wide_columns)))
         return positions, blocks, labels
 
     def raking_pool(self) -> int:
@@ -212,45 +191,32 @@ class Sampler:
             return self.config.tilt_sampling
         return self.marginal_noise <= TILT_NOISE_LIMIT * self.released_rows
 
-    def generate(self, labels: torch.Tensor, rng: torch.Generator) -> np.ndarray:
+    def generate(self, labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The codes of one generated row per label, each class's rows in passes of their own
         (with the class's tilt)."""
         generator = self.generator
         tilts = self.class_tilts()
-        blocks = len(generator.block_order)
-        codes = torch.empty(len(labels), blocks, dtype=torch.long, device=self.device)
-        with torch.no_grad(), self._products():
-            for label in labels.unique().tolist():
-                y = F.one_hot(torch.tensor(label), len(self.label_probs)).float().to(self.device)
-                tilt = None if tilts is None else tilts[label]
-                for rows in (labels == label).nonzero().squeeze(1).split(SAMPLE_CHUNK):
-                    z = torch.randn(
-                        len(rows), generator.latent_dim, generator=rng, device=self.device
-                    )
-                    codes[rows] = generator.sample_parts(z, y.expand(len(rows), -1), rng, tilt)
-        return codes.cpu().numpy()
+        codes = np.empty((len(labels), len(generator.layout.block_order)), dtype=np.int64)
+        for label in np.unique(labels).tolist():
+            y = np.eye(len(self.label_probs), dtype=np.float32)[label]
+            tilt = None if tilts is None else tilts[label]
+            chosen = np.flatnonzero(labels == label)
+            for start in range(0, len(chosen), SAMPLE_CHUNK):
+                rows = chosen[start : start + SAMPLE_CHUNK]
+                z = rng.standard_normal((len(rows), generator.latent_dim), dtype=np.float32)
+                ys = np.broadcast_to(y, (len(rows), len(y)))
+                codes[rows] = generator.sample_codes(z, ys, rng, tilt)
+        return codes
 
-    def bf16_products(self) -> bool:
-        """Whether sampling's matrix products run in bfloat16: where asked for and native."""
-        return bool(self.config.bf16_sampling and native_bf16(self.device))
-
-    def _products(self) -> Any:
-        """The precision context of sampling's matrix products (:meth:`bf16_products`)."""
-        bf16 = self.bf16_products()
-        return torch.autocast(self.device.type, torch.bfloat16) if bf16 else nullcontext()
-
-    def class_tilts(self) -> list[list[torch.Tensor]] | None:
+    def class_tilts(self) -> list[list[np.ndarray]] | None:
         """Sampling's tilt per class (:func:`rdpgan.postprocess.class_tilts`), or None without
-        released marginals or where :meth:`tilting` says no; fitted once per precision."""
+        released marginals or where :meth:`tilting` says no; fitted once."""
         if not self.tilting():
             return None
         assert self.marginals is not None
-        bf16 = self.bf16_products()
         with self.tilts.lock:
-            if bf16 not in self.tilts.by_precision:
-                state = np.random.SeedSequence([self.seed, TILT_STREAM]).generate_state(1)
-                rng = torch.Generator(self.device).manual_seed(int(state[0]))
-                self.generator.eval()
+            if self.tilts.fitted is None:
+                rng = np.random.default_rng([self.seed, TILT_STREAM])
                 # The noise of one cell of a class's released distribution, in probability
                 # units: public. marginal_noise is the larger of the marginal releases' (with
                 # pairs released, the pairs' on Adult, 1.4 times the per-class tables' own at
@@ -258,8 +224,7 @@ class Sampler:
                 # alone asks; rounds 19-20 ran with it.
                 counts = np.maximum(self.label_probs * self.released_rows, 1.0)
                 variance = (self.marginal_noise / counts) ** 2
-                with self._products():
-                    self.tilts.by_precision[bf16] = postprocess.class_tilts(
-                        self.generator, self.marginals, list(variance), TILT_ROWS, rng
-                    )
-            return self.tilts.by_precision[bf16]
+                self.tilts.fitted = postprocess.class_tilts(
+                    self.generator, self.marginals, list(variance), TILT_ROWS, rng
+                )
+            return self.tilts.fitted

@@ -1,7 +1,7 @@
 """``python -m rdpgan.train dataset=adult epsilon=8``: train, sample, and write the run directory.
 
 Outputs (each written atomically): ``synthetic.csv``, ``test.csv`` (held-out real rows),
-``model.pt`` + ``model.json``, ``privacy.json`` (the ledger), ``metrics.json``, ``run.json``
+``model.npz`` + ``model.json``, ``privacy.json`` (the ledger), ``metrics.json``, ``run.json``
 (the settings), ``schema.yaml`` (the schema, in the format ``schema.file=`` reads), and the
 ``checkpoint.*`` that ``resume=true`` continues from. A run that fails after it has spent
 privacy keeps its ledger and what it paid for (``SPENDING_RECORD``); everything else it wrote
@@ -38,6 +38,7 @@ from rdpgan.config import RunConfig, register_configs
 from rdpgan.data.split import check_test_size
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write, write_json
+from rdpgan.models import resolve_device
 from rdpgan.privacy.budget import LEDGER_FILE
 from rdpgan.privacy.ledger import Release
 from rdpgan.privacy.private_schema import SchemaRelease
@@ -49,7 +50,6 @@ from rdpgan.runs import (
     release_run_tables,
     require_held_out,
 )
-from rdpgan.sampler import resolve_device
 from rdpgan.synthesizer import DPCGAN
 from rdpgan.threads import apply_thread_policy
 from rdpgan.training import TrainingInterrupted

@@ -32,8 +32,9 @@ from tqdm.auto import tqdm
 from rdpgan import distributed
 from rdpgan.checkpoint import Checkpointer
 from rdpgan.config import TrainConfig
+from rdpgan.frozen import width_buckets
 from rdpgan.marginals import Marginals
-from rdpgan.models import Generator, native_bf16, width_buckets
+from rdpgan.models import Generator, native_bf16
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.randomness import SecretRandomness

@@ -248,8 +248,10 @@ SPEED_HEADER = """# Speed
 
 One part per script and kind of CPU: its features (AVX2, AVX-512, BF16, AMX) and, where an
 AVX2-only CPU without native bf16 was emulated on a faster one, the ISA caps it ran under
-(`ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2`). Each script
-rewrites only its own part for the kind it ran on. Compare figures within one part: the
+(torch's `ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2`, and
+numpy's `OPENBLAS_CORETYPE=Haswell NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR"`).
+Each script rewrites only its own part for the kind it ran on (one emulated part per script and
+CPU: caps that changed replace it). Compare figures within one part: the
 machines, and the load on them, differ from one part to the next."""
 PART = re.compile(r"^<!-- part: (.+?) -->$", re.MULTILINE)
 
@@ -260,6 +262,9 @@ def write_speed_md(text: str, script: str) -> None:
     old = SPEED_MD.read_text() if SPEED_MD.is_file() else ""
     pieces = PART.split(old)  # [header, key, body, key, body, ...]
     parts = dict(zip(pieces[1::2], (body.strip() for body in pieces[2::2]), strict=True))
+    emulated = f"{script} on {cpu_features(caps=False)} (emulating"
+    if cpu_features() != cpu_features(caps=False):  # one emulated part: new caps replace it
+        parts = {key: body for key, body in parts.items() if not key.startswith(emulated)}
     parts[f"{script} on {cpu_features()}"] = text.strip()
     body = "\n\n".join(f"<!-- part: {key} -->\n\n{parts[key]}" for key in sorted(parts))
     new = f"{SPEED_HEADER}\n\n{body}\n"

@@ -26,13 +26,21 @@ def cpu_model() -> str:
 
 # CPU features speed depends on, as /proc/cpuinfo names them, and as results name them.
 FEATURES = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "BF16"), ("amx_bf16", "AMX"))
-# Set to emulate an AVX2-only CPU on a faster one (oneDNN, MKL and ATen each read their own).
-EMULATION = ("ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "ATEN_CPU_CAPABILITY")
+# Set to emulate an AVX2-only CPU on a faster one: torch's libraries (oneDNN, MKL and ATen) and
+# numpy's (OpenBLAS: OPENBLAS_CORETYPE=Haswell; its own kernels: NPY_DISABLE_CPU_FEATURES="X86_V4
+# AVX512_ICL AVX512_SPR") each read their own.
+EMULATION = (
+    "ONEDNN_MAX_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "ATEN_CPU_CAPABILITY",
+    "OPENBLAS_CORETYPE",
+    "NPY_DISABLE_CPU_FEATURES",
+)
 
 
-def cpu_features() -> str:
-    """The speed-relevant features the CPU has (``AVX2 AVX-512 BF16 AMX``), and the ISA caps
-    this process runs under when an AVX2-only CPU is being emulated."""
+def cpu_features(caps: bool = True) -> str:
+    """The speed-relevant features the CPU has (``AVX2 AVX-512 BF16 AMX``), and (``caps``) the
+    ISA caps this process runs under when an AVX2-only CPU is being emulated."""
     flags: set[str] = set()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
@@ -41,8 +49,8 @@ def cpu_features() -> str:
                 flags = set(line.split(":", 1)[1].split())
                 break
     found = " ".join(name for flag, name in FEATURES if flag in flags) or "no AVX2"
-    caps = [f"{name}={os.environ[name]}" for name in EMULATION if os.environ.get(name)]
-    return found + (f" (emulating: {' '.join(caps)})" if caps else "")
+    set_caps = [f"{name}={os.environ[name]}" for name in EMULATION if os.environ.get(name)]
+    return found + (f" (emulating: {' '.join(set_caps)})" if caps and set_caps else "")
 
 
 def machine_line() -> str:

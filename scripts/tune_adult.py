@@ -73,19 +73,18 @@ DEFAULT_R12 = replace(  # ... and since round 12 (d541163)
 )
 # The model settings of rounds 8-13, pinned like the others: marginal loss weight 1 (3 since
 # round 15) over 128 rows per class, raking with a pool of 4 always (only where the marginals
-# are precise since round 15), sampling in float32 (bfloat16 since round 14), untilted
-# (tilted since round 19).
+# are precise since round 15), sampling in float32 (from round 14 until sampling moved to numpy,
+# in bfloat16 where native; float32 since), untilted (tilted since round 19).
 MODEL_R13 = ModelConfig(
     marginal_weight=1.0,
     marginal_rows=128,
     sample_pool=4,
     tilt_sampling=False,
-    bf16_sampling=False,
 )
 # The package's model defaults since round 15 (4c4de2d).
-MODEL_R15 = replace(MODEL_R13, marginal_weight=3.0, sample_pool=None, bf16_sampling=True)
+MODEL_R15 = replace(MODEL_R13, marginal_weight=3.0, sample_pool=None)
 # ModelConfig's settings that only change how a fitted model samples.
-SAMPLING_SETTINGS = {"sample_pool": 1, "tilt_sampling": False, "bf16_sampling": False}
+SAMPLING_SETTINGS = {"sample_pool": 1, "tilt_sampling": False}
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 1 (before point masses): 20 epochs, variations of D size, lr, batch, clip.
     "default": (BASE_MODEL, BASE_TRAIN, PrivacyConfig()),
@@ -313,11 +312,12 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     ),
     # Round 14 (issue 13): how sampling runs, on models trained once per seed and shared by
     # these names (they differ only in sampling settings): float32 products as before, in
-    # bfloat16 (the default since), and with a smaller pool of rows to rake or none.
+    # bfloat16 (the default until sampling moved to numpy: the names now sample alike, in
+    # float32), and with a smaller pool of rows to rake or none.
     "r14_sample_fp32": (MODEL_R13, DEFAULT_R12, PrivacyConfig()),
     **{
         f"r14_sample_bf16_pool{pool}": (
-            replace(MODEL_R13, bf16_sampling=True, sample_pool=pool),
+            replace(MODEL_R13, sample_pool=pool),
             DEFAULT_R12,
             PrivacyConfig(),
         )
@@ -327,7 +327,7 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # released tables and raking has less to do (with the default pool, and without raking).
     **{
         f"r15_marginal{weight:g}_pool{pool}": (
-            replace(MODEL_R13, bf16_sampling=True, marginal_weight=weight, sample_pool=pool),
+            replace(MODEL_R13, marginal_weight=weight, sample_pool=pool),
             DEFAULT_R12,
             PrivacyConfig(),
         )
@@ -340,7 +340,6 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         f"r16_g128_marginal3_pool{pool}": (
             replace(
                 MODEL_R13,
-                bf16_sampling=True,
                 generator_hidden=[128, 128],
                 marginal_weight=3.0,
                 sample_pool=pool,

@@ -60,7 +60,7 @@ def test_the_control_dataset_trains(tmp_path):
     args.append("privacy.noise_seed=0")  # 30 rows: fresh noise would vary the batch size
     result = run_cli("train", [*args, f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "run" / "model.pt").is_file()
+    assert (tmp_path / "run" / "model.npz").is_file()
 
 
 CSV_CORPUS = CORPUS / "csv"

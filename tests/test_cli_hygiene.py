@@ -92,7 +92,7 @@ def test_without_a_record_only_files_new_since_the_job_started_go(tmp_path, list
     run.mkdir()
     (run / "train.log").write_text("")
     before = cli.existing_files(run)
-    (run / "model.pt").write_text("")
+    (run / "model.npz").write_text("")
     cli.remove_new_files(run, before)
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["run", "train.log"]
 

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from opacus.validators import ModuleValidator
 
-from rdpgan.models import Discriminator, Generator, width_buckets
+from rdpgan.frozen import FrozenGenerator, width_buckets
+from rdpgan.models import Discriminator, Generator
 from rdpgan.transform import Span
 
 SPANS = (Span(0, 2), Span(2, 5), Span(5, 7))
+
+
+def frozen(generator: Generator) -> FrozenGenerator:
+    """``generator`` as sampling runs it (numpy, rdpgan.frozen)."""
+    state = {k: v.detach().numpy() for k, v in generator.state_dict().items()}
+    return FrozenGenerator(state, generator.layout, generator.n_classes)
+
+
+def sample_codes(generator: Generator, z: torch.Tensor, y: torch.Tensor, seed: int = 0):
+    """The codes sampling draws from ``generator`` for (z, y), as a tensor."""
+    draws = np.random.default_rng(seed)
+    return torch.from_numpy(frozen(generator).sample_codes(z.numpy(), y.numpy(), draws))
 
 
 def test_opacus_module_validator_accepts_the_discriminator():
@@ -59,6 +73,29 @@ def test_auxiliary_classifier_does_not_see_the_label():
     assert torch.equal(given_0, given_1)
 
 
+def test_the_frozen_generator_computes_the_torch_generators_code_logits():
+    """Sampling's numpy forward pass against training's: every block's logits, laid out in
+    buckets and read back, with non-trivial normalisation (as after training)."""
+    torch.manual_seed(0)
+    generator = Generator(8, 2, [16, 16], WIDE_SPANS, width=50).eval()
+    for module in generator.modules():
+        if isinstance(module, torch.nn.LayerNorm):
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.uniform_(-0.5, 0.5)
+    z = torch.randn(30, 8)
+    y = torch.nn.functional.one_hot(torch.randint(0, 2, (30,)), 2).float()
+    with torch.no_grad():
+        expected = generator.head(generator.body(torch.cat([z, y], dim=1))).numpy()
+    copy = frozen(generator)
+    buckets = copy.code_logits(copy.outputs(z.numpy(), y.numpy()))
+    for row in (0, 17, 29):
+        blocks = copy.layout.block_values([bucket[row] for bucket in buckets])
+        for block, (start, end) in zip(blocks, WIDE_BLOCKS, strict=True):
+            np.testing.assert_allclose(block, expected[row, start:end], rtol=1e-5, atol=1e-5)
+    padded = sum(np.isinf(bucket).sum() for bucket in buckets) / 30
+    assert padded == sum(np.prod(shape) for shape in copy.layout.bucket_shapes) - 50
+
+
 def test_sampling_path_matches_the_hard_forward_pass():
     torch.manual_seed(0)  # near-ties in the logits would let the Gumbel noise move an argmax
     generator = Generator(8, 2, [16, 16], SPANS, width=7)
@@ -72,7 +109,7 @@ def test_sampling_path_matches_the_hard_forward_pass():
     generator.head.weight.data *= 1e4
     generator.head.bias.data *= 1e4
     rows = generator(z, y, hard=True)
-    codes = generator.sample_parts(z, y)
+    codes = sample_codes(generator, z, y)
     for block, (start, end) in enumerate(((0, 2), (2, 5), (5, 7))):
         assert torch.equal(codes[:, block], rows[:, start:end].argmax(dim=1))
 
@@ -82,7 +119,7 @@ def test_sampling_path_draws_categories_with_the_softmax_probabilities():
     generator = Generator(4, 1, [8], (Span(0, 3),), width=3).eval()
     generator.head.weight.data.zero_()
     generator.head.bias.data = torch.log(torch.tensor([0.2, 0.3, 0.5]))
-    codes = generator.sample_parts(torch.randn(20_000, 4), torch.ones(20_000, 1))
+    codes = sample_codes(generator, torch.randn(20_000, 4), torch.ones(20_000, 1))
     frequencies = torch.bincount(codes[:, 0], minlength=3).float() / 20_000
     torch.testing.assert_close(frequencies, torch.tensor([0.2, 0.3, 0.5]), atol=0.015, rtol=0)
 
@@ -96,11 +133,11 @@ def test_sampling_draws_a_block_far_from_its_buckets_largest_logit(offset):
     torch.manual_seed(0)
     spans = (Span(0, 3), Span(3, 6))
     generator = Generator(4, 1, [8], spans, width=6).eval()
-    assert len(generator.buckets) == 1
+    assert len(generator.layout.buckets) == 1
     generator.head.weight.data.zero_()
     probs = torch.tensor([0.2, 0.3, 0.5])
     generator.head.bias.data = torch.cat([torch.zeros(3), probs.log() + offset])
-    codes = generator.sample_parts(torch.randn(20_000, 4), torch.ones(20_000, 1))
+    codes = sample_codes(generator, torch.randn(20_000, 4), torch.ones(20_000, 1))
     for column, expected in enumerate([torch.full((3,), 1 / 3), probs]):
         frequencies = torch.bincount(codes[:, column], minlength=3).float() / 20_000
         torch.testing.assert_close(frequencies, expected, atol=0.015, rtol=0)
@@ -126,11 +163,11 @@ def test_sampling_draws_every_blocks_codes_with_its_own_softmax():
     torch.manual_seed(0)
     generator = Generator(8, 2, [16], WIDE_SPANS, width=50).eval()
     generator.head.weight.data *= 4  # distinct, uneven distributions per block
-    assert len(generator.buckets) > 1
+    assert len(generator.layout.buckets) > 1
     n = 40_000
     z = torch.randn(1, 8).expand(n, 8)
     y = torch.tensor([[0.0, 1.0]]).expand(n, 2)
-    codes = generator.sample_parts(z, y, torch.Generator().manual_seed(1))
+    codes = sample_codes(generator, z, y, 1)
     with torch.no_grad():
         logits = generator.head(generator.body(torch.cat([z[:1], y[:1]], dim=1)))[0]
     for column, (start, end) in enumerate(WIDE_BLOCKS):
@@ -150,7 +187,7 @@ def test_sampling_draws_each_blocks_code_independently():
     n = 40_000
     z = torch.randn(1, 8).expand(n, 8)
     y = torch.tensor([[0.0, 1.0]]).expand(n, 2)
-    codes = generator.sample_parts(z, y, torch.Generator().manual_seed(2))
+    codes = sample_codes(generator, z, y, 2)
     widths = [end - start for start, end in WIDE_BLOCKS]
     shares = [torch.bincount(codes[:, j], minlength=w) / n for j, w in enumerate(widths)]
     for i in range(len(widths)):
@@ -167,14 +204,14 @@ def test_generator_blocks_are_each_blocks_own_gumbel_softmax(hard):
     or its argmax's one-hot; the bucketed layout must neither mix blocks nor leak padding."""
     torch.manual_seed(0)
     generator = Generator(8, 2, [16], WIDE_SPANS, width=50, gumbel_tau=0.5)
-    assert len(generator.buckets) > 1
+    assert len(generator.layout.buckets) > 1
     z = torch.randn(6, 8)
     y = torch.nn.functional.one_hot(torch.tensor([0, 1, 1, 0, 1, 0]), 2).float()
     uniform = torch.rand(generator.gumbel_shape(6))
     out = generator(z, y, hard=hard, uniform=uniform)
     logits = generator.head(generator.body(torch.cat([z, y], dim=1)))
     gumbel = torch.zeros_like(logits)
-    gumbel[:, generator.cell_index] = -(-uniform.log()).log()  # the draw of each cell
+    gumbel[:, generator.cells] = -(-uniform.log()).log()  # the draw of each cell
     columns = []
     for start, end in WIDE_BLOCKS:
         noisy = logits[:, start:end] + gumbel[:, start:end]

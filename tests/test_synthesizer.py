@@ -163,7 +163,7 @@ def test_delta_is_judged_from_the_released_row_count_not_the_exact_one(
 def test_damaged_model_file_is_a_clear_error(tmp_path):
     model = DPCGAN(epsilon=2.0, device="cpu", **SMALL).fit(toy_table(), "y", SCHEMA)
     model.save(tmp_path)
-    (tmp_path / "model.pt").write_bytes((tmp_path / "model.pt").read_bytes()[:100])
+    (tmp_path / "model.npz").write_bytes((tmp_path / "model.npz").read_bytes()[:100])
     with pytest.raises(UserInputError, match="damaged"):
         DPCGAN.load(tmp_path)
 
@@ -267,20 +267,6 @@ def test_the_rows_generated_at_once_are_bounded_whatever_the_pool(monkeypatch):
     monkeypatch.setattr(sampler.Sampler, "generate", counted)
     assert len(model.sample(1001, seed=5)) == 1001
     assert max(generated) <= 1000 and sum(generated) == 8 * 1001
-
-
-def test_sampling_products_are_bfloat16_only_where_asked_for_and_native(monkeypatch):
-    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
-    model.fit(toy_table(), "y", SCHEMA)
-
-    def sample(bf16: bool, native: bool) -> pd.DataFrame:
-        monkeypatch.setattr(sampler, "native_bf16", lambda device: native)
-        model.model_config.bf16_sampling = bf16
-        return model.sample(2000, seed=3)
-
-    float32 = sample(bf16=False, native=True)
-    pd.testing.assert_frame_equal(sample(bf16=True, native=False), float32)
-    assert not sample(bf16=True, native=True).equals(float32)  # rounded products move values
 
 
 def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_path, monkeypatch):
@@ -401,7 +387,7 @@ def test_fitting_again_refits_the_tilt_and_a_copy_samples_alike():
     first = model.sampler.class_tilts()
     copies = [pickle.loads(pickle.dumps(model, protocol)) for protocol in (0, 5)]
     for other in (*copies, copy.deepcopy(model), copy.copy(model)):
-        assert other.privacy.noise_seed is None and other.tilts.by_precision == {}
+        assert other.privacy.noise_seed is None and other.tilts.fitted is None
         assert other.tilts is not model.tilts  # a refitted copy keeps its tilts to itself
         pd.testing.assert_frame_equal(other.sample(300, seed=4), model.sample(300, seed=4))
     # A model pickled before the sampler had a module of its own (its tilts in ``_tilts``,
@@ -415,7 +401,7 @@ def test_fitting_again_refits_the_tilt_and_a_copy_samples_alike():
     assert model.privacy.noise_seed == 1  # (the original keeps it)
     model.fit(toy_table(seed=1), "y", SCHEMA)
     again = model.sampler.class_tilts()
-    assert not torch.equal(first[0][0], again[0][0])
+    assert not np.array_equal(first[0][0], again[0][0])
 
 
 def test_resume_refuses_a_bad_noise_seed_in_one_line(tmp_path):

@@ -313,7 +313,7 @@ def test_resume_refuses_an_edited_schema_before_reading_a_row_with_it(tmp_path):
     result = train_cli(tmp_path, "dataset=csv", *args)
     assert result.returncode == 0, result.stderr
     run = tmp_path / "run"
-    for output in ("synthetic.csv", "model.pt", "model.json", "metrics.json", "test.csv"):
+    for output in ("synthetic.csv", "model.npz", "model.json", "metrics.json", "test.csv"):
         (run / output).unlink()  # killed after its last checkpoint, before its outputs
     record = yaml.safe_load((run / "schema.yaml").read_text())
     for column in record["columns"]:

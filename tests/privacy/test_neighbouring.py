@@ -280,9 +280,7 @@ def test_the_generator_makes_each_row_from_its_own_draws():
     alone = torch.cat([generator(z[[i]], y[[i]], uniform=u[[i]]) for i in range(50)])
     torch.testing.assert_close(whole, alone)  # (the matrix products may round per batch)
     # Past the matrix products, the block softmaxes and argmaxes work row by row, exactly.
-    cells = torch.as_tensor(
-        rng.standard_normal((50, len(generator.cell_index))), dtype=torch.float32
-    )
+    cells = torch.as_tensor(rng.standard_normal((50, len(generator.cells))), dtype=torch.float32)
     probs, chosen = generator._softmax(cells, argmax=True)
     for i in range(50):
         probs_i, chosen_i = generator._softmax(cells[[i]], argmax=True)

@@ -1,0 +1,254 @@
+"""The trained generator as sampling runs it: numpy arrays and numpy draws, no torch.
+
+Sampling needs G's forward pass and one draw per block of codes, nothing of autograd: done in
+numpy, a saved model is loaded and sampled without importing torch (a second or two of a
+command's start-up), and the products run in float32 through numpy's BLAS.
+
+:class:`CodeLayout` is the one place the blocks of codes are grouped into buckets of similar
+width; the torch generator (:class:`rdpgan.models.Generator`) trains on the same layout.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from itertools import accumulate, pairwise
+
+import numpy as np
+
+# Padded cells a bucket of blocks must save to be worth its own layout (a few more small kernels
+# a pass). On Adult's blocks, 0 to 64 timed alike; one layout for all was the slowest.
+BUCKET_COST = 16
+# torch.nn.LayerNorm's default, which G's body is trained with.
+LAYER_NORM_EPS = 1e-5
+# A block whose codes' total (after the shift by its row's largest logit) falls below this is
+# shifted by its own largest logit instead. Above it, what underflow takes from a block of w codes
+# (each term below float32's smallest normal, 2^-126, is off by at most 2^-149) is under
+# w · 2^-49 of its total.
+SMALLEST_TOTAL = 2.0**-100
+
+
+def width_buckets(widths: Sequence[int], cost: int = BUCKET_COST) -> list[list[int]]:
+    """Blocks (indices into ``widths``) in buckets of similar width, narrowest first: the
+    partition of the sorted widths with the fewest padded cells plus ``cost`` per bucket."""
+    order = sorted(range(len(widths)), key=widths.__getitem__)
+    best = [0] + [math.inf] * len(order)  # best[j]: the first j blocks in buckets
+    cut = [0] * (len(order) + 1)
+    for end in range(1, len(order) + 1):
+        for start in range(end):
+            total = best[start] + (end - start) * widths[order[end - 1]] + cost
+            if total < best[end]:
+                best[end], cut[end] = total, start
+    buckets, end = [], len(order)
+    while end > 0:
+        buckets.append(order[cut[end] : end])
+        end = cut[end]
+    return buckets[::-1]
+
+
+class CodeLayout:
+    """The one-hot blocks of an encoding (``spans``: each block's [start, end) codes) grouped
+    into buckets of blocks of similar width: each bucket is one padded [blocks, width] array, so
+    the padding stays small (Adult's 14 blocks are 2 to 99 codes wide: one layout would be 1,386
+    cells for 413), and a table of 40 columns costs a few array operations, not 40."""
+
+    def __init__(self, spans: Sequence[tuple[int, int]], width: int):
+        self.width = width
+        widths = [end - start for start, end in spans]
+        self.buckets = width_buckets(widths)
+        self.bucket_shapes = [(len(b), max(widths[j] for j in b)) for b in self.buckets]
+        in_bucket_order = [j for bucket in self.buckets for j in bucket]
+        # The encoding's index of every code cell, blocks in bucket order.
+        cells = [np.arange(*spans[j]) for j in in_bucket_order]
+        self.cells = np.concatenate(cells) if cells else np.zeros(0, dtype=np.int64)
+        # Where each block's codes start among the cells (bucket order): argmax + this = cell.
+        starts = list(accumulate((widths[j] for j in in_bucket_order), initial=0))
+        self.block_offsets = np.asarray(starts[:-1], dtype=np.int64)
+        first_blocks = accumulate(map(len, self.buckets), initial=0)
+        self.bucket_cells = [(starts[i], starts[j]) for i, j in pairwise(first_blocks)]
+        # Each cell's place in its bucket's flattened padded layout.
+        in_bucket = [
+            np.arange(widths[j]) + slot * bucket_width
+            for bucket, (_, bucket_width) in zip(self.buckets, self.bucket_shapes, strict=True)
+            for slot, j in enumerate(bucket)
+        ]
+        self.bucket_index = np.concatenate(in_bucket) if in_bucket else np.zeros(0, np.int64)
+        # Codes in span order (block by block, as the transformer lays them out) from cells.
+        self.span_cells = np.argsort(self.cells)
+        self.bucket_widths = [np.asarray([widths[j] for j in b]) for b in self.buckets]
+        # Blocks in span order from blocks in bucket order.
+        self.block_order = np.argsort(np.asarray(in_bucket_order, dtype=np.int64))
+        # Sampling's head emits each bucket's padded layout directly: the head row of each
+        # output, or ``width`` (a zero row with bias -inf) for padding.
+        sizes = [math.prod(shape) for shape in self.bucket_shapes]
+        rows = np.full(sum(sizes), width)
+        offsets = list(accumulate(sizes, initial=0))[:-1]
+        for (start, end), offset in zip(self.bucket_cells, offsets, strict=True):
+            rows[offset + self.bucket_index[start:end]] = self.cells[start:end]
+        self.sampling_rows = rows
+
+    def bucket_layout(self, per_block: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Per-code values of each block (span order) laid out as the buckets, [blocks, width]
+        each, 0 on padding."""
+        layout = []
+        for bucket, shape in zip(self.buckets, self.bucket_shapes, strict=True):
+            cells = np.zeros(shape)
+            for slot, block in enumerate(bucket):
+                cells[slot, : len(per_block[block])] = per_block[block]
+            layout.append(cells)
+        return layout
+
+    def block_values(self, layout: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The inverse of :meth:`bucket_layout`: each block's per-code values, span order."""
+        per_block: dict[int, np.ndarray] = {}
+        for bucket, cells, widths in zip(self.buckets, layout, self.bucket_widths, strict=True):
+            for slot, (block, width) in enumerate(zip(bucket, widths.tolist(), strict=True)):
+                per_block[block] = cells[slot, :width]
+        return [per_block[block] for block in range(len(per_block))]
+
+
+class FrozenGenerator:
+    """G(z, y) from its trained weights (``state``: the torch generator's ``state_dict`` as
+    arrays), for sampling: the body's Linear, LayerNorm and ReLU layers, then a head that emits
+    every bucket's padded code logits (natural log) directly, padding at -inf."""
+
+    def __init__(self, state: Mapping[str, np.ndarray], layout: CodeLayout, n_classes: int):
+        self.layout = layout
+        self.n_classes = n_classes
+        # G's body is [Linear, LayerNorm, ReLU] per hidden layer (rdpgan.models.Generator).
+        # Weights transposed once: each product is then rows × [in, out].
+        self.layers: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        index = 0
+        while f"body.{index}.weight" in state:
+            linear, norm = f"body.{index}", f"body.{index + 1}"
+            self.layers.append(
+                (
+                    np.asarray(state[f"{linear}.weight"], np.float32).T.copy(),
+                    np.asarray(state[f"{linear}.bias"], np.float32),
+                    np.asarray(state[f"{norm}.weight"], np.float32),
+                    np.asarray(state[f"{norm}.bias"], np.float32),
+                )
+            )
+            index += 3
+        head_weight = np.asarray(state["head.weight"], np.float32)
+        head_bias = np.asarray(state["head.bias"], np.float32)
+        _check_shapes(self.layers, head_weight, head_bias, layout.width)
+        zero_row = np.zeros((1, head_weight.shape[1]), np.float32)
+        padding = np.full(1, -np.inf, np.float32)
+        rows = layout.sampling_rows
+        self.head_weight = np.concatenate([head_weight, zero_row])[rows].T.copy()
+        self.head_bias = np.concatenate([head_bias, padding])[rows]
+        # Each bucket's cumulative sums over a block's codes, as one matrix product.
+        self.upper = [np.triu(np.ones((w, w), np.float32)) for _, w in layout.bucket_shapes]
+        inputs = (self.layers[0][0] if self.layers else self.head_weight).shape[0]
+        self.latent_dim = inputs - n_classes
+
+    def outputs(
+        self, z: np.ndarray, y: np.ndarray, tilt: Sequence[np.ndarray] | None = None
+    ) -> np.ndarray:
+        """[rows, cells]: every bucket's padded code logits for latent draws ``z`` and one-hot
+        labels ``y``, each row on its own (LayerNorm normalises a row, never a batch), shifted
+        by ``tilt`` (each bucket's [blocks, width], as :mod:`rdpgan.postprocess` fits it; the
+        same for every row, so it rides on the head's bias)."""
+        h = np.concatenate([z, y], axis=1, dtype=np.float32)
+        for weight, bias, gain, shift in self.layers:
+            h = h @ weight
+            h += bias
+            h -= h.mean(axis=1, keepdims=True)
+            h *= 1.0 / np.sqrt(np.mean(h * h, axis=1, keepdims=True) + LAYER_NORM_EPS)
+            h *= gain
+            h += shift
+            np.maximum(h, 0.0, out=h)
+        out = h @ self.head_weight
+        bias = self.head_bias
+        if tilt is not None:
+            bias = (bias + np.concatenate([t.ravel() for t in tilt])).astype(np.float32)
+        out += bias
+        return out
+
+    def code_logits(self, outputs: np.ndarray) -> list[np.ndarray]:
+        """Each bucket's code logits of :meth:`outputs`, [rows, blocks, width] (views)."""
+        buckets, start = [], 0
+        for shape in self.layout.bucket_shapes:
+            end = start + math.prod(shape)
+            buckets.append(outputs[:, start:end].reshape(len(outputs), *shape))
+            start = end
+        return buckets
+
+    def sample_codes(
+        self,
+        z: np.ndarray,
+        y: np.ndarray,
+        rng: np.random.Generator,
+        tilt: Sequence[np.ndarray] | None = None,
+    ) -> np.ndarray:
+        """[rows, blocks]: one code per block (span order) of G(z, y), drawn from the softmax of
+        its logits (shifted by ``tilt``: rows of one class) by inverse transform, one uniform
+        draw per block against the block's cumulative sums: the distribution of the argmax of
+        Gumbel-perturbed logits that training's hard samples take, with one draw per block
+        instead of one per code.
+
+        Each row is shifted by its largest logit before exp (which then cannot overflow): one
+        pass over the row rather than one per block. Rows with a block so far below that
+        logit that it underflows are drawn again, shifted block by block.
+        """
+        outputs = self.outputs(z, y, tilt)
+        rows, layout = len(outputs), self.layout
+        blocks = sum(count for count, _ in layout.bucket_shapes)
+        # (u · total must stay below the total, which only the block's codes reach: the draw
+        # gives up 2^-23 of its range.)
+        uniforms = rng.random((rows, blocks), dtype=np.float32) * np.float32(1 - 2**-23)
+        shift = outputs.max(axis=1, keepdims=True)
+        codes = np.empty((rows, blocks), dtype=np.int64)
+        start = block = 0
+        buckets = zip(layout.bucket_shapes, layout.bucket_widths, self.upper, strict=True)
+        for (count, width), widths, upper in buckets:
+            end, last = start + count * width, block + count
+            logits, draws = outputs[:, start:end], uniforms[:, block:last]
+            chosen, totals = _inverse_transform(np.exp(logits - shift), draws, upper, widths)
+            codes[:, block:last] = chosen
+            underflow = (totals < SMALLEST_TOTAL).any(axis=1)
+            if underflow.any():
+                far = logits[underflow].reshape(-1, count, width)
+                weights = np.exp(far - far.max(axis=-1, keepdims=True))
+                codes[underflow, block:last] = _inverse_transform(
+                    weights.reshape(len(far), -1), draws[underflow], upper, widths
+                )[0]
+            start, block = end, last
+        return codes[:, layout.block_order]
+
+
+def _check_shapes(
+    layers: Sequence[tuple[np.ndarray, ...]],
+    head_weight: np.ndarray,
+    head_bias: np.ndarray,
+    width: int,
+) -> None:
+    """ValueError unless the layers ([in, out] weights, then [out] bias, gain and shift) chain
+    into a head of ``width`` outputs: weights of another model fail when loaded, not when
+    sampled."""
+    fan_ins = [weight.shape[0] for weight, *_ in layers] + [head_weight.shape[-1]]
+    for (weight, *vectors), fan_in in zip(layers, fan_ins[1:], strict=True):
+        if weight.ndim != 2 or weight.shape[1] != fan_in:
+            raise ValueError("the generator's layers do not chain")
+        if any(vector.shape != (fan_in,) for vector in vectors):
+            raise ValueError("the generator's layers do not chain")
+    if head_weight.ndim != 2 or head_weight.shape[0] != width or head_bias.shape != (width,):
+        raise ValueError("the generator's head does not fit the table's encoding")
+
+
+def _inverse_transform(
+    weights: np.ndarray, uniforms: np.ndarray, upper: np.ndarray, widths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """([rows, blocks] codes, [rows, blocks] totals): each block's first code whose cumulative
+    sum of ``weights`` ([rows, blocks × width], unnormalised probabilities, 0 on padding)
+    passes ``uniforms`` ([rows, blocks], below 1) times the block's total. The cumulative sums
+    are one matrix product with ``upper``, the [width, width] upper triangle of ones; a block's
+    sums summed in another order can round below its total, so a draw is kept on the block's
+    own codes (``widths``)."""
+    rows, blocks = uniforms.shape
+    cumulative = weights.reshape(rows * blocks, -1) @ upper
+    totals = cumulative[:, -1]
+    passed = cumulative > (uniforms.reshape(-1) * totals)[:, None]
+    chosen = passed.argmax(axis=1).reshape(rows, blocks)
+    return np.minimum(chosen, widths - 1), totals.reshape(rows, blocks)
