@@ -418,6 +418,20 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         TrainConfig(progress=False),
         PrivacyConfig(marginals_fraction=0.3),
     ),
+    # Round 23 (issue 28): small tables again (--rows 700 --positives 45), on what the noise
+    # does to a 45-row class's released profile: fewer bins per numeric column (fewer, fuller
+    # cells), sampling tilted toward the released profiles whatever their noise, a stronger
+    # marginal loss, and fewer DP steps (less noise per step for the same ε). The default is
+    # run again: sampling is numpy float32 since round 22.
+    "r23_default": (ModelConfig(), TrainConfig(progress=False), PrivacyConfig()),
+    "r23_bins10": (ModelConfig(numeric_bins=10), TrainConfig(progress=False), PrivacyConfig()),
+    "r23_tilt": (ModelConfig(tilt_sampling=True), TrainConfig(progress=False), PrivacyConfig()),
+    "r23_marginal10": (
+        ModelConfig(marginal_weight=10.0),
+        TrainConfig(progress=False),
+        PrivacyConfig(),
+    ),
+    "r23_epochs20": (ModelConfig(), TrainConfig(progress=False, epochs=20.0), PrivacyConfig()),
 }
 
 
