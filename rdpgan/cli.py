@@ -39,7 +39,9 @@ ConfigT = TypeVar("ConfigT")
 
 
 def fail(message: str) -> NoReturn:
-    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun every rank fails alike: one line
+    from rdpgan import distributed  # (torch: imported on failure only, not to sample)
+
+    if distributed.rank() == 0:  # under torchrun every rank fails alike: one line, not N
         print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
 

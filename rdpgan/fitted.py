@@ -10,7 +10,9 @@ DP machinery (Opacus, the accountants).
 from __future__ import annotations
 
 import math
+import warnings
 import zipfile
+import zlib
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +28,7 @@ from rdpgan.config import (
 )
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
-from rdpgan.frozen import CodeLayout, FrozenGenerator
+from rdpgan.frozen import CodeLayout, FrozenGenerator, weights_of
 from rdpgan.io import atomic_write, read_json, write_json
 from rdpgan.marginals import Marginals
 from rdpgan.privacy.budget import LEDGER_FILE, NON_PRIVATE, validate_budget
@@ -48,6 +50,11 @@ if TYPE_CHECKING:  # what fitting leaves: a loaded model has neither (it reads p
 # 5: the generator's weights as numpy arrays (model.npz), sampled without torch.
 MODEL_FORMAT = 5
 WEIGHTS_FILE = "model.npz"
+# Format 4 (model.pt, torch's weights-only archive) is still read, with torch: runs and
+# checkpoints saved before format 5 load, sample and resume as they did.
+TORCH_FORMAT, TORCH_WEIGHTS_FILE = 4, "model.pt"
+# What format 4's model settings had that format 5's have not.
+DROPPED_SETTINGS = ("bf16_sampling",)
 # A model.json without the setting is from before it: its rows were drawn untilted.
 RECORDED_BEFORE_TILT = {"tilt_sampling": False}
 
@@ -107,6 +114,10 @@ class FittedModel:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        if "device_name" not in state:  # pickled before sampling was numpy (format 5)
+            state["device_name"] = str(state.pop("device", "auto"))
+            state["frozen"] = None
+            state["model_config"] = _without_dropped(state["model_config"])
         if "marginal_noise" not in state:  # pickled before the sampler was a module of its own
             state.pop("_tilts", None)
             state["tilts"] = Tilts()
@@ -127,12 +138,12 @@ class FittedModel:
     @property
     def sampler(self) -> Sampler:
         """This model's generator and releases as a :class:`~rdpgan.sampler.Sampler` (with
-        the settings of the moment: ``model_config`` may change how a loaded model samples)."""
+        the settings of the moment: ``model_config`` may change how a loaded model samples).
+        A fitted model's torch generator is frozen anew each time: training changes its
+        weights in place."""
         if self.transformer is None or self.label_probs is None:
             raise RuntimeError("fit or load the model before sampling")
-        generator = self.frozen
-        if self.generator is not None:  # (frozen anew: training changes the weights in place)
-            generator = self.freeze(self.generator_state())
+        generator = self.frozen if self.generator is None else FrozenGenerator.of(self.generator)
         if generator is None:
             raise RuntimeError("fit or load the model before sampling")
         return Sampler(
@@ -147,20 +158,17 @@ class FittedModel:
             self.tilts,
         )
 
-    def generator_state(self) -> dict[str, np.ndarray]:
-        """The trained generator's weights as arrays (what ``model.npz`` holds)."""
-        assert self.generator is not None
-        return {k: v.detach().cpu().numpy() for k, v in self.generator.state_dict().items()}
-
     def freeze(self, state: dict[str, np.ndarray]) -> FrozenGenerator:
-        """A generator for sampling from weights ``state``, laid out for this model's table
-        (ValueError: weights of another shape)."""
+        """A generator for sampling from saved weights ``state``, laid out for this model's
+        table and settings (ValueError: weights of another shape, or not finite numbers)."""
         assert self.transformer is not None
         spans = [(span.start, span.end) for span in self.transformer.spans]
         layout = CodeLayout(spans, self.transformer.width)
         frozen = FrozenGenerator(state, layout, self.transformer.n_classes)
-        if frozen.latent_dim != self.model_config.latent_dim:
-            raise ValueError("the weights do not take the model's latent draws")
+        hidden = [weight.shape[1] for weight, *_ in frozen.layers]
+        config = self.model_config
+        if frozen.latent_dim != config.latent_dim or hidden != list(config.generator_hidden):
+            raise ValueError("the weights are not of the model's generator")
         return frozen
 
     def save(self, directory: str | Path) -> Path:
@@ -168,7 +176,7 @@ class FittedModel:
         if self.generator is None or self.transformer is None or self.ledger is None:
             raise RuntimeError("fit the model before saving it")
         directory = Path(directory)
-        state = self.generator_state()
+        state = weights_of(self.generator)
         atomic_write(directory / WEIGHTS_FILE, lambda tmp: _save_arrays(tmp, state))
         write_json(directory / "model.json", self.describe())
         write_json(directory / LEDGER_FILE, self.ledger.to_dict())
@@ -204,14 +212,16 @@ class FittedModel:
 
     @classmethod
     def from_description(cls, meta: dict[str, Any], device: str) -> Any:
-        """A model with everything but weights rebuilt from :meth:`describe`'s JSON."""
-        if meta.get("format") != MODEL_FORMAT:
+        """A model with everything but weights rebuilt from :meth:`describe`'s JSON (of this
+        format or :data:`TORCH_FORMAT`'s)."""
+        if meta.get("format") not in (MODEL_FORMAT, TORCH_FORMAT):
             raise UserInputError("the saved model has an unknown format version")
+        settings = {k: v for k, v in meta["model"].items() if k not in DROPPED_SETTINGS}
         model = cls(
             epsilon=meta["epsilon"],
             delta=meta["delta"],
             privacy=PrivacyConfig(**meta["privacy"]),
-            model=ModelConfig(**{**RECORDED_BEFORE_TILT, **meta["model"]}),
+            model=ModelConfig(**{**RECORDED_BEFORE_TILT, **settings}),
             train=TrainConfig(**with_absent_train_settings(meta["train"])),
             seed=meta["seed"],
             device=device,
@@ -227,6 +237,11 @@ class FittedModel:
         model.positive_label = meta["positive_label"]
         model.privacy_notes = list(meta.get("privacy_notes", []))
         model.label_probs = np.asarray(meta["label_probs"], dtype=float)
+        probs = model.label_probs
+        if probs.shape != (model.transformer.n_classes,) or not np.isfinite(probs).all():
+            raise ValueError("the released label frequencies do not fit the target")
+        if (probs < 0).any() or probs.sum() <= 0:
+            raise ValueError("the released label frequencies are not frequencies")
         marginals = meta["marginals"]
         model.marginals = None if marginals is None else Marginals.from_dict(marginals)
         model.released_rows = int(meta["released_rows"])
@@ -236,12 +251,13 @@ class FittedModel:
 
     @classmethod
     def load(cls, directory: str | Path, device: str = "auto") -> Any:
-        """The model :meth:`save` wrote to ``directory``, ready to sample."""
+        """The model :meth:`save` wrote to ``directory``, ready to sample (on the CPU:
+        ``device`` is where the model would be fitted again)."""
         directory = Path(directory)
         try:
-            model = cls.from_description(read_json(directory / "model.json"), device)
-            with np.load(directory / WEIGHTS_FILE, allow_pickle=False) as arrays:
-                model.frozen = model.freeze({name: arrays[name] for name in arrays.files})
+            meta = read_json(directory / "model.json")
+            model = cls.from_description(meta, device)
+            model.frozen = model.freeze(_read_weights(directory, meta["format"]))
         except FileNotFoundError as exc:
             raise UserInputError(
                 f"no saved model in {directory}: {Path(exc.filename).name} is missing"
@@ -256,10 +272,37 @@ class FittedModel:
             EOFError,
             AttributeError,
             OSError,
+            IndexError,
+            MemoryError,  # (an archive member whose header declares an absurd shape)
             zipfile.BadZipFile,
+            zlib.error,
         ) as exc:
             raise UserInputError(f"the model in {directory} is damaged or incompatible") from exc
         return model
+
+
+def _read_weights(directory: Path, model_format: int) -> dict[str, np.ndarray]:
+    """The generator's weights as saved: ``model.npz`` (no pickles), or a format-4 run's
+    ``model.pt``, read with torch's weights-only loader (which executes nothing)."""
+    if model_format == TORCH_FORMAT:
+        import torch  # (only for runs saved before format 5)
+
+        with warnings.catch_warnings():  # torch warns in several lines about bad archives
+            warnings.simplefilter("ignore")
+            state = torch.load(
+                directory / TORCH_WEIGHTS_FILE, map_location="cpu", weights_only=True
+            )
+        return {name: tensor.numpy() for name, tensor in state.items()}
+    with np.load(directory / WEIGHTS_FILE, allow_pickle=False) as arrays:
+        return {name: arrays[name] for name in arrays.files}
+
+
+def _without_dropped(config: ModelConfig) -> ModelConfig:
+    """A pickled model's settings, without :data:`DROPPED_SETTINGS` (its dataclass is today's:
+    an old pickle restores them as attributes)."""
+    for name in DROPPED_SETTINGS:
+        config.__dict__.pop(name, None)
+    return config
 
 
 def _save_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from itertools import accumulate, pairwise
+from typing import Any
 
 import numpy as np
 
@@ -21,10 +22,10 @@ import numpy as np
 BUCKET_COST = 16
 # torch.nn.LayerNorm's default, which G's body is trained with.
 LAYER_NORM_EPS = 1e-5
-# A block whose codes' total (after the shift by its row's largest logit) falls below this is
-# shifted by its own largest logit instead. Above it, what underflow takes from a block of w codes
-# (each term below float32's smallest normal, 2^-126, is off by at most 2^-149) is under
-# w · 2^-49 of its total.
+# Where a block's codes' total (after the shift by its row's largest logit) falls below this, the
+# row's bucket is drawn again (with the same uniforms), each block shifted by its own largest
+# logit. Above it, what underflow takes from a block of w codes (each term below float32's
+# smallest normal, 2^-126, is off by at most 2^-149) is under w · 2^-49 of its total.
 SMALLEST_TOTAL = 2.0**-100
 
 
@@ -107,6 +108,20 @@ class CodeLayout:
         return [per_block[block] for block in range(len(per_block))]
 
 
+def weights_of(generator: Any) -> dict[str, np.ndarray]:
+    """A trained torch generator's (:class:`rdpgan.models.Generator`) weights as arrays (views
+    of its tensors on the CPU): what ``model.npz`` holds."""
+    return {k: v.detach().cpu().numpy() for k, v in generator.state_dict().items()}
+
+
+def _floats(array: np.ndarray) -> np.ndarray:
+    """``array`` as a float32 copy, apart from the tensor it may view (ValueError: not real
+    numbers, or not finite)."""
+    if array.dtype.kind not in "fiu" or not np.isfinite(array).all():
+        raise ValueError("the generator's weights are not finite real numbers")
+    return np.array(array, dtype=np.float32)
+
+
 class FrozenGenerator:
     """G(z, y) from its trained weights (``state``: the torch generator's ``state_dict`` as
     arrays), for sampling: the body's Linear, LayerNorm and ReLU layers, then a head that emits
@@ -118,20 +133,16 @@ class FrozenGenerator:
         # G's body is [Linear, LayerNorm, ReLU] per hidden layer (rdpgan.models.Generator).
         # Weights transposed once: each product is then rows × [in, out].
         self.layers: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        index = 0
-        while f"body.{index}.weight" in state:
-            linear, norm = f"body.{index}", f"body.{index + 1}"
-            self.layers.append(
-                (
-                    np.asarray(state[f"{linear}.weight"], np.float32).T.copy(),
-                    np.asarray(state[f"{linear}.bias"], np.float32),
-                    np.asarray(state[f"{norm}.weight"], np.float32),
-                    np.asarray(state[f"{norm}.bias"], np.float32),
-                )
-            )
-            index += 3
-        head_weight = np.asarray(state["head.weight"], np.float32)
-        head_bias = np.asarray(state["head.bias"], np.float32)
+        names = ["head.weight", "head.bias"]
+        while f"body.{3 * len(self.layers)}.weight" in state:
+            linear, norm = f"body.{3 * len(self.layers)}", f"body.{3 * len(self.layers) + 1}"
+            layer = [f"{linear}.weight", f"{linear}.bias", f"{norm}.weight", f"{norm}.bias"]
+            weight, *vectors = (_floats(state[name]) for name in layer)
+            self.layers.append((weight.T.copy(), *vectors))
+            names += layer
+        if set(state) != set(names):
+            raise ValueError("the weights are not those of a generator")
+        head_weight, head_bias = _floats(state["head.weight"]), _floats(state["head.bias"])
         _check_shapes(self.layers, head_weight, head_bias, layout.width)
         zero_row = np.zeros((1, head_weight.shape[1]), np.float32)
         padding = np.full(1, -np.inf, np.float32)
@@ -142,6 +153,11 @@ class FrozenGenerator:
         self.upper = [np.triu(np.ones((w, w), np.float32)) for _, w in layout.bucket_shapes]
         inputs = (self.layers[0][0] if self.layers else self.head_weight).shape[0]
         self.latent_dim = inputs - n_classes
+
+    @classmethod
+    def of(cls, generator: Any) -> FrozenGenerator:
+        """A trained torch generator (:class:`rdpgan.models.Generator`), frozen."""
+        return cls(weights_of(generator), generator.layout, generator.n_classes)
 
     def outputs(
         self, z: np.ndarray, y: np.ndarray, tilt: Sequence[np.ndarray] | None = None
@@ -161,7 +177,7 @@ class FrozenGenerator:
             np.maximum(h, 0.0, out=h)
         out = h @ self.head_weight
         bias = self.head_bias
-        if tilt is not None:
+        if tilt:
             bias = (bias + np.concatenate([t.ravel() for t in tilt])).astype(np.float32)
         out += bias
         return out
@@ -195,6 +211,8 @@ class FrozenGenerator:
         outputs = self.outputs(z, y, tilt)
         rows, layout = len(outputs), self.layout
         blocks = sum(count for count, _ in layout.bucket_shapes)
+        if not blocks:  # a table without feature columns
+            return np.zeros((rows, 0), dtype=np.int64)
         # (u · total must stay below the total, which only the block's codes reach: the draw
         # gives up 2^-23 of its range.)
         uniforms = rng.random((rows, blocks), dtype=np.float32) * np.float32(1 - 2**-23)
@@ -227,13 +245,15 @@ def _check_shapes(
     """ValueError unless the layers ([in, out] weights, then [out] bias, gain and shift) chain
     into a head of ``width`` outputs: weights of another model fail when loaded, not when
     sampled."""
-    fan_ins = [weight.shape[0] for weight, *_ in layers] + [head_weight.shape[-1]]
+    if any(weight.ndim != 2 for weight, *_ in layers) or head_weight.ndim != 2:
+        raise ValueError("the generator's weights are not matrices")
+    fan_ins = [weight.shape[0] for weight, *_ in layers] + [head_weight.shape[1]]
     for (weight, *vectors), fan_in in zip(layers, fan_ins[1:], strict=True):
-        if weight.ndim != 2 or weight.shape[1] != fan_in:
+        if weight.shape[1] != fan_in:
             raise ValueError("the generator's layers do not chain")
         if any(vector.shape != (fan_in,) for vector in vectors):
             raise ValueError("the generator's layers do not chain")
-    if head_weight.ndim != 2 or head_weight.shape[0] != width or head_bias.shape != (width,):
+    if head_weight.shape[0] != width or head_bias.shape != (width,):
         raise ValueError("the generator's head does not fit the table's encoding")
 
 

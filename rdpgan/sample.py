@@ -5,7 +5,8 @@ written ``chunk_size`` at a time, so memory stays bounded whatever ``n`` is, int
 beside ``out`` that replaces it only once complete: no reader ever sees a half-written file, and a
 failure leaves nothing behind. Chunk ``i`` is ``model.sample(size_i, label, seed=chunk_seed(seed,
 i))``, so the file is a pure function of (model, its sampling settings, n, label, seed,
-chunk_size). ``sample_pool`` and ``tilt_sampling`` override the run's sampling settings for this
+chunk_size), on one kind of CPU and numpy build (float32 products may round otherwise elsewhere).
+``sample_pool`` and ``tilt_sampling`` override the run's sampling settings for this
 file only: ``sample_pool=1`` skips raking (several times faster, farther from the released
 pairs).
 

@@ -142,6 +142,9 @@ class Sampler:
             raise UserInputError(
                 f"the number of rows to sample must be a positive integer, got {n}"
             )
+        seed = self.seed if seed is None else seed
+        if not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise UserInputError(f"the sampling seed must be a non-negative integer, got {seed}")
         probs = np.asarray(self.label_probs, dtype=float)
         only = None
         if label is not None:
@@ -154,7 +157,7 @@ class Sampler:
             probs = np.eye(len(levels))[only]
         # A random stream of this call's own: the same seed gives the same table, sampling
         # does not disturb the caller's random state, and calls may run in parallel threads.
-        rng = np.random.default_rng(self.seed if seed is None else seed)
+        rng = np.random.default_rng(seed)
         pool = self.raking_pool()
         raker = None
         if pool > 1:

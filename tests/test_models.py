@@ -14,16 +14,11 @@ from rdpgan.transform import Span
 SPANS = (Span(0, 2), Span(2, 5), Span(5, 7))
 
 
-def frozen(generator: Generator) -> FrozenGenerator:
-    """``generator`` as sampling runs it (numpy, rdpgan.frozen)."""
-    state = {k: v.detach().numpy() for k, v in generator.state_dict().items()}
-    return FrozenGenerator(state, generator.layout, generator.n_classes)
-
-
 def sample_codes(generator: Generator, z: torch.Tensor, y: torch.Tensor, seed: int = 0):
-    """The codes sampling draws from ``generator`` for (z, y), as a tensor."""
+    """The codes sampling (numpy, rdpgan.frozen) draws from ``generator`` for (z, y)."""
     draws = np.random.default_rng(seed)
-    return torch.from_numpy(frozen(generator).sample_codes(z.numpy(), y.numpy(), draws))
+    frozen = FrozenGenerator.of(generator)
+    return torch.from_numpy(frozen.sample_codes(z.numpy(), y.numpy(), draws))
 
 
 def test_opacus_module_validator_accepts_the_discriminator():
@@ -86,7 +81,7 @@ def test_the_frozen_generator_computes_the_torch_generators_code_logits():
     y = torch.nn.functional.one_hot(torch.randint(0, 2, (30,)), 2).float()
     with torch.no_grad():
         expected = generator.head(generator.body(torch.cat([z, y], dim=1))).numpy()
-    copy = frozen(generator)
+    copy = FrozenGenerator.of(generator)
     buckets = copy.code_logits(copy.outputs(z.numpy(), y.numpy()))
     for row in (0, 17, 29):
         blocks = copy.layout.block_values([bucket[row] for bucket in buckets])
@@ -127,8 +122,8 @@ def test_sampling_path_draws_categories_with_the_softmax_probabilities():
 @pytest.mark.parametrize("offset", [-1000.0, -103.0, 103.0, 1000.0])
 def test_sampling_draws_a_block_far_from_its_buckets_largest_logit(offset):
     """Two blocks in one bucket, one of them ``offset`` (natural units) from the other: shifted
-    by the bucket's largest logit, the far lower block would underflow to zeros (1000 nats:
-    always its last code) or to a few subnormals (103 nats: a coarse softmax); it must keep its
+    by the row's largest logit, the far lower block would underflow to zeros (1000 nats:
+    always one code) or to a few subnormals (103 nats: a coarse softmax); it must keep its
     own softmax, and no logit may overflow."""
     torch.manual_seed(0)
     spans = (Span(0, 3), Span(3, 6))

@@ -171,18 +171,13 @@ def test_a_tilt_goal_keeps_gs_own_share_where_the_release_is_within_its_noise():
     assert empty[2] < 1e-8
 
 
-def frozen(generator: Generator) -> FrozenGenerator:
-    state = {k: v.detach().numpy() for k, v in generator.state_dict().items()}
-    return FrozenGenerator(state, generator.layout, generator.n_classes)
-
-
 def test_tilted_sampling_draws_each_classes_released_column_distributions():
     """A random generator, and released per-class distributions far from its own: rows
     sampled with each class's tilt follow that class's release (the untilted rows do not),
     the tilt fitted on other latent draws than the rows'."""
     torch.manual_seed(1)
     spans = (Span(0, 3), Span(3, 5))
-    generator = frozen(Generator(4, 2, [8], spans, width=5))
+    generator = FrozenGenerator.of(Generator(4, 2, [8], spans, width=5))
     by_class = [
         np.array([[0.1, 0.2, 0.7], [0.6, 0.3, 0.1]]),
         np.array([[0.9, 0.1], [0.25, 0.75]]),
@@ -207,7 +202,7 @@ def test_tilted_sampling_draws_each_classes_released_column_distributions():
 
 def test_a_release_drowned_in_its_noise_leaves_the_generator_untilted():
     torch.manual_seed(0)
-    generator = frozen(Generator(4, 2, [8], (Span(0, 3),), width=3))
+    generator = FrozenGenerator.of(Generator(4, 2, [8], (Span(0, 3),), width=3))
     released = Marginals([np.array([[0.1, 0.2, 0.7], [0.6, 0.3, 0.1]])], [], [], [np.arange(3)])
     noisy, exact = class_tilts(generator, released, [1.0, 0.0], 4000, np.random.default_rng(1))
     assert np.abs(noisy[0]).max() < 0.01  # (what is left of the fit's tolerance)

@@ -168,10 +168,25 @@ def save_arrays(path: Path, **arrays: np.ndarray) -> None:
         np.savez(file, **arrays)
 
 
+def edit_arrays(path: Path, edit) -> None:
+    with np.load(path) as weights:
+        save_arrays(path, **{k: edit(v) for k, v in weights.items()})
+
+
 def shrink_generator(path: Path) -> None:
     """Weights of another model: every layer's outputs cut to half."""
+    edit_arrays(path, lambda v: v[: (len(v) + 1) // 2])
+
+
+def add_array(path: Path, name: str) -> None:
     with np.load(path) as weights:
-        save_arrays(path, **{k: v[: (len(v) + 1) // 2] for k, v in weights.items()})
+        save_arrays(path, **weights, **{name: np.zeros((2, 2), np.float32)})
+
+
+def one_label_probability(path: Path) -> None:
+    meta = json.loads(path.read_text())
+    meta["label_probs"] = [1.0]
+    path.write_text(json.dumps(meta))
 
 
 def drop_key(path: Path) -> None:
@@ -186,10 +201,18 @@ DAMAGE = {
     "model.npz garbage": ("model.npz", lambda p: p.write_bytes(b"\x00garbage" * 64), "damaged"),
     "model.npz other weights": ("model.npz", lambda p: save_arrays(p, w=np.zeros(3)), "damaged"),
     "model.npz a smaller generator": ("model.npz", shrink_generator, "damaged or incompatible"),
+    "model.npz 0-d weights": ("model.npz", lambda p: edit_arrays(p, lambda v: v.sum()), "damaged"),
+    "model.npz NaN weights": (
+        "model.npz",
+        lambda p: edit_arrays(p, lambda v: v * np.nan),
+        "damaged",
+    ),
+    "model.npz an extra array": ("model.npz", lambda p: add_array(p, "body.9.weight"), "damaged"),
     "model.npz missing": ("model.npz", Path.unlink, "model.npz is missing"),
     "model.json not JSON": ("model.json", lambda p: p.write_text("{not json"), "damaged"),
     "model.json a list": ("model.json", lambda p: p.write_text("[1, 2]"), "damaged"),
     "model.json without schema": ("model.json", drop_key, "damaged or incompatible"),
+    "model.json one label frequency": ("model.json", one_label_probability, "damaged"),
     "model.json missing": ("model.json", Path.unlink, "model.json is missing"),
 }
 

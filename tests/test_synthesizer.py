@@ -404,6 +404,54 @@ def test_fitting_again_refits_the_tilt_and_a_copy_samples_alike():
     assert not np.array_equal(first[0][0], again[0][0])
 
 
+def test_a_table_without_feature_columns_samples_its_labels():
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+    model.fit(toy_table()[["y"]], "y", SCHEMA[-1:])
+    rows = model.sample(50, seed=1)
+    assert list(rows.columns) == ["y"] and len(rows) == 50 and set(rows["y"]) <= {0, 1}
+
+
+def test_a_run_saved_with_torch_weights_loads_and_samples_as_one_saved_now(tmp_path):
+    """Format 4 (model.pt, a bf16_sampling setting) is still read, so runs and checkpoints
+    paid for before format 5 stay usable: the same weights sample the same rows."""
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+    model.fit(toy_table(), "y", SCHEMA).save(tmp_path)
+    now = DPCGAN.load(tmp_path).sample(300, seed=2)
+    torch.save(model.generator.state_dict(), tmp_path / "model.pt")
+    (tmp_path / "model.npz").unlink()
+    meta = json.loads((tmp_path / "model.json").read_text())
+    meta["format"], meta["model"]["bf16_sampling"] = 4, True
+    (tmp_path / "model.json").write_text(json.dumps(meta))
+    pd.testing.assert_frame_equal(DPCGAN.load(tmp_path).sample(300, seed=2), now)
+    meta["format"] = 3  # (older formats are still refused)
+    (tmp_path / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(UserInputError, match="format"):
+        DPCGAN.load(tmp_path)
+
+
+def test_a_model_pickled_before_numpy_sampling_samples_alike_and_fits_again():
+    """Its state has a torch device and no frozen generator, and its settings the dropped
+    bf16_sampling."""
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+    model.fit(toy_table(), "y", SCHEMA)
+    state = copy.deepcopy(model.__getstate__())
+    state["device"] = torch.device(state.pop("device_name"))
+    del state["frozen"]
+    vars(state["model_config"])["bf16_sampling"] = True
+    old = DPCGAN.__new__(DPCGAN)
+    old.__setstate__(state)
+    pd.testing.assert_frame_equal(old.sample(300, seed=4), model.sample(300, seed=4))
+    assert old.device.type == "cpu" and "bf16_sampling" not in vars(old.model_config)
+    old.fit(toy_table(seed=1), "y", SCHEMA)
+
+
+def test_a_negative_sampling_seed_is_one_clear_error():
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+    model.fit(toy_table(), "y", SCHEMA)
+    with pytest.raises(UserInputError, match="non-negative"):
+        model.sample(10, seed=-1)
+
+
 def test_resume_refuses_a_bad_noise_seed_in_one_line(tmp_path):
     train = TrainConfig(steps=2, progress=False)
     model = DPCGAN(epsilon=2.0, device="cpu", model=SMALL["model"], train=train)
