@@ -39,9 +39,9 @@ ConfigT = TypeVar("ConfigT")
 
 
 def fail(message: str) -> NoReturn:
-    from rdpgan import distributed  # (torch: imported on failure only, not to sample)
-
-    if distributed.rank() == 0:  # under torchrun every rank fails alike: one line, not N
+    # Under torchrun every rank fails alike: rank 0 alone prints (torchrun's RANK, read without
+    # importing torch, which a sampling command does not load).
+    if os.environ.get("RANK", "0").strip() in ("", "0"):
         print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
 

@@ -9,7 +9,10 @@ DP machinery (Opacus, the accountants).
 
 from __future__ import annotations
 
+import lzma
 import math
+import numbers
+import pickle
 import warnings
 import zipfile
 import zlib
@@ -77,6 +80,8 @@ class FittedModel:
         self.privacy = privacy or PrivacyConfig()
         self.model_config = model or ModelConfig()
         self.train_config = train or TrainConfig()
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise UserInputError(f"seed must be a non-negative integer, got {seed!r}")
         self.seed = seed
         # Resolved when fitting (rdpgan.models.resolve_device): sampling runs on the CPU.
         self.device_name = device
@@ -143,7 +148,9 @@ class FittedModel:
         weights in place."""
         if self.transformer is None or self.label_probs is None:
             raise RuntimeError("fit or load the model before sampling")
-        generator = self.frozen if self.generator is None else FrozenGenerator.of(self.generator)
+        generator = self.frozen
+        if self.generator is not None:  # (laid out from the transformer, as old pickles need)
+            generator = self.freeze(weights_of(self.generator))
         if generator is None:
             raise RuntimeError("fit or load the model before sampling")
         return Sampler(
@@ -240,7 +247,7 @@ class FittedModel:
         probs = model.label_probs
         if probs.shape != (model.transformer.n_classes,) or not np.isfinite(probs).all():
             raise ValueError("the released label frequencies do not fit the target")
-        if (probs < 0).any() or probs.sum() <= 0:
+        if (probs < 0).any() or not math.isclose(probs.sum(), 1.0, abs_tol=1e-6):
             raise ValueError("the released label frequencies are not frequencies")
         marginals = meta["marginals"]
         model.marginals = None if marginals is None else Marginals.from_dict(marginals)
@@ -274,8 +281,11 @@ class FittedModel:
             OSError,
             IndexError,
             MemoryError,  # (an archive member whose header declares an absurd shape)
+            OverflowError,
             zipfile.BadZipFile,
             zlib.error,
+            lzma.LZMAError,
+            pickle.UnpicklingError,  # (a format-4 model.pt that is not weights alone)
         ) as exc:
             raise UserInputError(f"the model in {directory} is damaged or incompatible") from exc
         return model

@@ -4,7 +4,9 @@ to quote it, and a failed run deletes only what the command itself created."""
 from __future__ import annotations
 
 import errno
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,17 @@ def test_a_directory_that_will_not_go_is_left_without_a_traceback(
     monkeypatch.setattr(Path, "rmdir", refuse)
     cli.remove_new_files(tmp_path / "a" / "run", set())
     assert (tmp_path / "a" / "run").is_dir()
+
+
+def test_under_torchrun_rank_zero_alone_prints_the_error(tmp_path):
+    """Every rank fails alike on bad input: rank 0 alone says so (torchrun's RANK), in one
+    line; the others exit 2 in silence."""
+    for rank, lines in (("0", 1), ("1", 0)):
+        result = subprocess.run(
+            [sys.executable, "-m", "rdpgan.sample", f"run_dir={tmp_path / 'none'}", "out=s.csv"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "RANK": rank},
+        )
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == lines, result.stderr

@@ -423,6 +423,11 @@ def test_a_run_saved_with_torch_weights_loads_and_samples_as_one_saved_now(tmp_p
     meta["format"], meta["model"]["bf16_sampling"] = 4, True
     (tmp_path / "model.json").write_text(json.dumps(meta))
     pd.testing.assert_frame_equal(DPCGAN.load(tmp_path).sample(300, seed=2), now)
+    weights = (tmp_path / "model.pt").read_bytes()
+    (tmp_path / "model.pt").write_bytes(b"\x00garbage" * 64)  # damaged: one clear error
+    with pytest.raises(UserInputError, match="damaged"):
+        DPCGAN.load(tmp_path)
+    (tmp_path / "model.pt").write_bytes(weights)
     meta["format"] = 3  # (older formats are still refused)
     (tmp_path / "model.json").write_text(json.dumps(meta))
     with pytest.raises(UserInputError, match="format"):
@@ -430,13 +435,14 @@ def test_a_run_saved_with_torch_weights_loads_and_samples_as_one_saved_now(tmp_p
 
 
 def test_a_model_pickled_before_numpy_sampling_samples_alike_and_fits_again():
-    """Its state has a torch device and no frozen generator, and its settings the dropped
-    bf16_sampling."""
+    """Its state has a torch device and no frozen generator, its generator no layout, and its
+    settings the dropped bf16_sampling."""
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
     model.fit(toy_table(), "y", SCHEMA)
     state = copy.deepcopy(model.__getstate__())
     state["device"] = torch.device(state.pop("device_name"))
     del state["frozen"]
+    del vars(state["generator"])["layout"]
     vars(state["model_config"])["bf16_sampling"] = True
     old = DPCGAN.__new__(DPCGAN)
     old.__setstate__(state)
@@ -445,7 +451,9 @@ def test_a_model_pickled_before_numpy_sampling_samples_alike_and_fits_again():
     old.fit(toy_table(seed=1), "y", SCHEMA)
 
 
-def test_a_negative_sampling_seed_is_one_clear_error():
+def test_a_negative_seed_is_one_clear_error_before_anything_is_spent():
+    with pytest.raises(UserInputError, match="non-negative"):
+        DPCGAN(seed=-1)
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
     model.fit(toy_table(), "y", SCHEMA)
     with pytest.raises(UserInputError, match="non-negative"):
