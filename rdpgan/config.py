@@ -176,8 +176,8 @@ class ModelConfig:
     sample_pool: int | None = None
     # Sampling shifts each code's logit, per class, so that G's expected code distribution of
     # every column within every class is the released one where they differ by more than its
-    # noise (rdpgan.postprocess): post-processing (no privacy cost), ~6% of sampling's speed
-    # and a fit once per model (0.3 s on Adult), and it combines with raking. null:
+    # noise (rdpgan.postprocess): post-processing (no privacy cost), a fit once per model
+    # (0.5 s on Adult, results/speed.md) and no slower sampling, and it combines with raking. null:
     # where the released marginals are precise (rdpgan.sampler.TILT_NOISE_LIMIT; rounds
     # 19-20 of results/tuning_adult.csv). Saved runs without this setting sample untilted (from
     # the distribution they sampled; a seed's rows change with rdpgan's version).

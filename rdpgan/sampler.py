@@ -25,9 +25,9 @@ from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals
 from rdpgan.transform import TableTransformer
 
-# Rows per generator pass when sampling: each pass's tensors (rows × ~436 floats) then stay near
-# the cache. On 2 CPU workers, passes of 2k, 4k and 16k rows ran alike, within 2%
-# (scripts/bench_sampling.py); 4k keeps a pass's memory small.
+# Rows per generator pass when sampling: each pass's arrays (rows × ~700 floats) then stay near
+# the cache. On 2 CPU workers, passes of 2k and 4k rows ran alike (within 5%), 16k a fifth
+# slower (scripts/bench_sampling.py, results/speed.md); 4k keeps a pass's memory small.
 SAMPLE_CHUNK = 4_096
 # Generated rows held at once when raking: output rows are raked in blocks of RAKING_ROWS //
 # sample_pool (131,072 at a pool of 4), each matched to the released marginals on its own, so
