@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import lzma
 import math
-import numbers
 import pickle
 import warnings
 import zipfile
@@ -35,7 +34,7 @@ from rdpgan.frozen import CodeLayout, FrozenGenerator, weights_of
 from rdpgan.io import atomic_write, read_json, write_json
 from rdpgan.marginals import Marginals
 from rdpgan.privacy.budget import LEDGER_FILE, NON_PRIVATE, validate_budget
-from rdpgan.sampler import Sampler, Tilts
+from rdpgan.sampler import Sampler, Tilts, check_seed
 from rdpgan.settings import validate_settings
 from rdpgan.transform import TableTransformer
 
@@ -80,8 +79,7 @@ class FittedModel:
         self.privacy = privacy or PrivacyConfig()
         self.model_config = model or ModelConfig()
         self.train_config = train or TrainConfig()
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-            raise UserInputError(f"seed must be a non-negative integer, got {seed!r}")
+        check_seed("seed", seed)
         self.seed = seed
         # Resolved when fitting (rdpgan.models.resolve_device): sampling runs on the CPU.
         self.device_name = device
@@ -169,8 +167,7 @@ class FittedModel:
         """A generator for sampling from saved weights ``state``, laid out for this model's
         table and settings (ValueError: weights of another shape, or not finite numbers)."""
         assert self.transformer is not None
-        spans = [(span.start, span.end) for span in self.transformer.spans]
-        layout = CodeLayout(spans, self.transformer.width)
+        layout = CodeLayout(self.transformer.spans, self.transformer.width)
         frozen = FrozenGenerator(state, layout, self.transformer.n_classes)
         hidden = [weight.shape[1] for weight, *_ in frozen.layers]
         config = self.model_config

@@ -13,9 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from itertools import accumulate, pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from rdpgan.transform import Span
 
 # Padded cells a bucket of blocks must save to be worth its own layout (a few more small kernels
 # a pass). On Adult's blocks, 0 to 64 timed alike; one layout for all was the slowest.
@@ -48,19 +51,19 @@ def width_buckets(widths: Sequence[int], cost: int = BUCKET_COST) -> list[list[i
 
 
 class CodeLayout:
-    """The one-hot blocks of an encoding (``spans``: each block's [start, end) codes) grouped
+    """The one-hot blocks of an encoding (``spans``: each block's codes, [start, end)) grouped
     into buckets of blocks of similar width: each bucket is one padded [blocks, width] array, so
     the padding stays small (Adult's 14 blocks are 2 to 99 codes wide: one layout would be 1,386
     cells for 413), and a table of 40 columns costs a few array operations, not 40."""
 
-    def __init__(self, spans: Sequence[tuple[int, int]], width: int):
+    def __init__(self, spans: Sequence[Span], width: int):
         self.width = width
-        widths = [end - start for start, end in spans]
+        widths = [span.end - span.start for span in spans]
         self.buckets = width_buckets(widths)
         self.bucket_shapes = [(len(b), max(widths[j] for j in b)) for b in self.buckets]
         in_bucket_order = [j for bucket in self.buckets for j in bucket]
         # The encoding's index of every code cell, blocks in bucket order.
-        cells = [np.arange(*spans[j]) for j in in_bucket_order]
+        cells = [np.arange(spans[j].start, spans[j].end) for j in in_bucket_order]
         self.cells = np.concatenate(cells) if cells else np.zeros(0, dtype=np.int64)
         # Where each block's codes start among the cells (bucket order): argmax + this = cell.
         starts = list(accumulate((widths[j] for j in in_bucket_order), initial=0))
@@ -249,9 +252,7 @@ def _check_shapes(
         raise ValueError("the generator's weights are not matrices")
     fan_ins = [weight.shape[0] for weight, *_ in layers] + [head_weight.shape[1]]
     for (weight, *vectors), fan_in in zip(layers, fan_ins[1:], strict=True):
-        if weight.shape[1] != fan_in:
-            raise ValueError("the generator's layers do not chain")
-        if any(vector.shape != (fan_in,) for vector in vectors):
+        if weight.shape[1] != fan_in or any(vector.shape != (fan_in,) for vector in vectors):
             raise ValueError("the generator's layers do not chain")
     if head_weight.shape[0] != width or head_bias.shape != (width,):
         raise ValueError("the generator's head does not fit the table's encoding")

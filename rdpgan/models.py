@@ -100,7 +100,7 @@ class Generator(nn.Module):
 
         # The code cells (logits of one-hot blocks) in buckets of blocks of similar width, as
         # sampling lays them out (rdpgan.frozen.CodeLayout).
-        self.layout = CodeLayout([(span.start, span.end) for span in spans], width)
+        self.layout = CodeLayout(spans, width)
         self.bucket_shapes = self.layout.bucket_shapes
         self.bucket_cells = self.layout.bucket_cells
         for name in ("cells", "block_offsets", "bucket_index", "span_cells"):

@@ -46,7 +46,7 @@ from rdpgan.config import SampleCliConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write
-from rdpgan.sampler import check_sample_pool
+from rdpgan.sampler import check_sample_pool, check_seed
 from rdpgan.synthesizer import DPCGAN
 
 register_configs()
@@ -217,8 +217,8 @@ def run(cfg: SampleCliConfig) -> None:
         raise UserInputError(f"n must be a positive integer, got {cfg.n}")
     if cfg.chunk_size <= 0:
         raise UserInputError(f"chunk_size must be a positive integer, got {cfg.chunk_size}")
-    if cfg.seed is not None and cfg.seed < 0:
-        raise UserInputError(f"seed must be a non-negative integer, got {cfg.seed}")
+    if cfg.seed is not None:
+        check_seed("seed", cfg.seed)
     check_sample_pool("sample_pool", cfg.sample_pool)
     out = Path(cfg.out)
     output_writer(out)

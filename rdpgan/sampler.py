@@ -69,6 +69,13 @@ def check_sample_pool(name: str, pool: int | None) -> None:
         raise UserInputError(f"{name} must be between 1 and {RAKING_ROWS}, got {pool}")
 
 
+def check_seed(name: str, seed: int) -> None:
+    """A whole number from 0 (what numpy's generators take): a model's seed is checked when the
+    model is made, before anything is spent; a sampling call's, before any work."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise UserInputError(f"{name} must be a non-negative integer, got {seed!r}")
+
+
 def raking_pool(
     config: ModelConfig, marginals: Marginals | None, noise: float, released_rows: int
 ) -> int:
@@ -143,8 +150,7 @@ class Sampler:
                 f"the number of rows to sample must be a positive integer, got {n}"
             )
         seed = self.seed if seed is None else seed
-        if not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise UserInputError(f"the sampling seed must be a non-negative integer, got {seed}")
+        check_seed("the sampling seed", seed)
         probs = np.asarray(self.label_probs, dtype=float)
         only = None
         if label is not None:
@@ -155,6 +161,7 @@ class Sampler:
                     f"label {label!r} is not a class of {self.transformer.target!r}"
                 )
             probs = np.eye(len(levels))[only]
+        probs = probs / probs.sum()
         # A random stream of this call's own: the same seed gives the same table, sampling
         # does not disturb the caller's random state, and calls may run in parallel threads.
         rng = np.random.default_rng(seed)
@@ -169,7 +176,7 @@ class Sampler:
         for start in range(0, n, block):
             size = min(block, n - start)
             # ``pool`` generated rows per row kept; raking picks the rows to keep.
-            labels = rng.choice(len(probs), size * pool, p=probs / probs.sum())
+            labels = rng.choice(len(probs), size * pool, p=probs)
             blocks = self.generate(labels, rng)
             if raker is not None:
                 keep = raker(blocks, labels, size, rng)
