@@ -85,7 +85,7 @@ MODEL_R13 = ModelConfig(
 MODEL_R15 = replace(MODEL_R13, marginal_weight=3.0, sample_pool=None)
 # ModelConfig's settings that only change how a fitted model samples.
 SAMPLING_SETTINGS = {"sample_pool": 1, "tilt_sampling": False}
-# train=nonprivate (configs/train/nonprivate.yaml), chosen in round 21.
+# Round 21's train=nonprivate (configs/train/nonprivate.yaml; round 24 doubled its steps).
 NONPRIVATE_R21 = TrainConfig(progress=False, steps=2600, discriminator_lr=1e-4)
 
 CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
