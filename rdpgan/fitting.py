@@ -371,7 +371,10 @@ def _train(
 
         saver = Checkpointer(Path(checkpoint_dir), cfg, ledger, tensors, model.describe)
     last = first_step + d_steps - 1
-    history = run_steps(trainer, ledger, cfg, first_step, last, saver, history)
+    try:
+        history = run_steps(trainer, ledger, cfg, first_step, last, saver, history)
+    finally:
+        trainer.close()
     trainer.finish()
     if distributed.rank() == 0:
         ledger.on_record = lambda: _ledger_to_disk(model, checkpoint_dir)

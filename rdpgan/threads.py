@@ -6,7 +6,10 @@ operator waits for the thread that lost its core (13x slower, as issue 13 measur
 defaults; ``results/speed.md``, made by ``scripts/bench_speed.py``, times 1 and 2 threads quiet
 and loaded). OpenMP's threads
 also wait passively (``OMP_WAIT_POLICY=PASSIVE``, set in ``rdpgan/__init__.py`` before torch
-loads OpenMP) so an idle one never spins on a core another process needs.
+loads OpenMP) so an idle one never spins on a core another process needs. The second core is
+used another way: the half of each generator step that needs G alone runs on a thread of its
+own beside the discriminator step (``CGANTrainer.prepare_generator_step``), a quarter off a
+default Adult run (``results/speed.md``).
 """
 
 from __future__ import annotations

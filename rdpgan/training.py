@@ -16,10 +16,13 @@ uses) depends on the size of the batch.
 from __future__ import annotations
 
 import math
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -50,9 +53,30 @@ def adam_optimizers(
     """(G's optimizer, D's optimizer) with the run's learning rates and betas."""
     betas = (config.betas[0], config.betas[1])
     return (
-        torch.optim.Adam(generator.parameters(), lr=config.generator_lr, betas=betas),
-        torch.optim.Adam(discriminator.parameters(), lr=config.discriminator_lr, betas=betas),
+        # foreach: one call over all of a network's tensors rather than a loop over them.
+        torch.optim.Adam(generator.parameters(), lr=config.generator_lr, betas=betas, foreach=True),
+        torch.optim.Adam(
+            discriminator.parameters(), lr=config.discriminator_lr, betas=betas, foreach=True
+        ),
     )
+
+
+def _spare_core() -> bool:
+    """Whether a core is left beside torch's: one intra-op thread (the thread policy's), and
+    more than one core this process may run on."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return torch.get_num_threads() == 1 and (cores or 1) > 1
+
+
+@dataclass
+class _GeneratorInputs:
+    """The half of a generator step that needs G alone: a fake batch (G's graph kept), its
+    labels, and the marginal loss, whose gradient is already in G's ``grad``."""
+
+    fake_x: torch.Tensor
+    fake_y: torch.Tensor
+    codes: torch.Tensor
+    marginal_loss: float
 
 
 class CGANTrainer:
@@ -75,6 +99,7 @@ class CGANTrainer:
         marginal_rows: int = 128,
         bf16_generator_step: bool = False,
         generator_ema: float = 0.0,
+        concurrent_generator: bool = True,
     ):
         self.generator = generator
         self.critic = critic
@@ -102,8 +127,15 @@ class CGANTrainer:
         released_pairs = marginals is not None and marginals.pairs
         self.pairs = _PairTargets(marginals, device) if released_pairs else None
         self.bf16_generator_step = bf16_generator_step and native_bf16(device)
+        # G's own half of its step runs beside D's step where a second core is there for it.
+        self._pool = (
+            ThreadPoolExecutor(1, thread_name_prefix="rdpgan-generator")
+            if concurrent_generator and _spare_core()
+            else None
+        )
+        self._generator_half: _GeneratorInputs | Future[_GeneratorInputs] | None = None
         self.generator_average = (
-            AveragedModel(generator, avg_fn=_geometric_average(generator_ema))
+            AveragedModel(generator, multi_avg_fn=_geometric_average(generator_ema))
             if generator_ema > 0
             else None
         )
@@ -148,23 +180,50 @@ class CGANTrainer:
         uniform = self.secret.open_uniform(self.generator.gumbel_shape(n), device)
         return self.generator(z, y, uniform=uniform), y
 
+    def prepare_generator_step(self) -> None:
+        """Start the half of the next generator step that needs G alone (its marginal loss and
+        gradient, and the fake rows D will score) on a second thread, while the discriminator
+        step runs: on a 2-core CPU the two halves overlap. Neither half touches the other's
+        tensors (D's step reads G's weights and draws its fakes from the secret source; this
+        half writes G's gradients and draws from the public stream, in the order a sequential
+        step does), so the result is the same; :meth:`generator_step` waits for it.
+        """
+        if self._pool is None:
+            self._generator_half = self._generator_inputs()
+            return
+        self._generator_half = self._pool.submit(self._generator_inputs)
+
+    def _generator_inputs(self) -> _GeneratorInputs:
+        """G's gradient of the marginal loss, and a fake batch through G (its graph kept)."""
+        self.generator_optimizer.zero_grad(set_to_none=True)
+        marginal_loss = 0.0
+        if self.marginal_weight > 0:
+            weighted = self.marginal_weight * self.marginal_loss()
+            weighted.backward()
+            marginal_loss = float(weighted.detach())
+        with self.generator_step_precision():
+            fake_x, fake_y, codes = self.fake(self.fake_batch)
+        return _GeneratorInputs(fake_x, fake_y, codes, marginal_loss)
+
     def generator_step(self) -> tuple[float, float]:
-        """One step of the non-saturating generator loss through the frozen discriminator.
+        """One step of the non-saturating generator loss through the frozen discriminator
+        (as it is after the discriminator step), plus the marginal loss.
 
         Returns G's loss and D's loss on the same fresh fake batch: both depend on private data
         only through D, so (unlike any loss on real rows) they are safe to report.
         """
-        self.generator_optimizer.zero_grad(set_to_none=True)
-        marginal_loss = self.marginal_loss() if self.marginal_weight > 0 else 0.0
+        half, self._generator_half = self._generator_half, None
+        if half is None:
+            half = self._generator_inputs()
+        elif isinstance(half, Future):
+            half = half.result()
         with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
             with self.generator_step_precision():
-                fake_x, fake_y, codes = self.fake(self.fake_batch)
-                logits, class_logits = discriminator(fake_x, fake_y)
+                logits, class_logits = discriminator(half.fake_x, half.fake_y)
             logits = logits.float()
             loss = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
-            loss = loss + self.marginal_weight * marginal_loss
             if class_logits is not None:  # rows of class y should look like class y to D
-                class_loss = F.cross_entropy(class_logits.float(), codes)
+                class_loss = F.cross_entropy(class_logits.float(), half.codes)
                 loss = loss + self.auxiliary_weight * class_loss
             loss.backward()
         distributed.reduce_gradients(self.generator, average=True)
@@ -172,7 +231,20 @@ class CGANTrainer:
         if self.generator_average is not None:
             self.generator_average.update_parameters(self.generator)
         d_fake_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))
-        return float(loss.detach()), float(d_fake_loss)
+        return float(loss.detach()) + half.marginal_loss, float(d_fake_loss)
+
+    def discard_prepared(self) -> None:
+        """Wait for a prepared generator half that will not be used (the discriminator step
+        failed or was interrupted), so that no thread is left writing G's gradients."""
+        half, self._generator_half = self._generator_half, None
+        if isinstance(half, Future):
+            wait([half])
+
+    def close(self) -> None:
+        """Stop the generator's thread (idempotent)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def averaged_steps(self) -> int:
         """G steps the moving average covers (0 without one)."""
@@ -222,15 +294,18 @@ class CGANTrainer:
 
 def _geometric_average(
     decay: float,
-) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+) -> Callable[[list[torch.Tensor], list[torch.Tensor], torch.Tensor], None]:
     """The update of an exponential moving average normalised over the iterates so far:
     iterate t of T weighs decay^(T-t) (1-decay) / (1-decay^T). The plain moving average,
     started from the first iterate, would keep decay^(T-1) of it: a third after 100 steps
-    of 0.99, a short run's nearly untrained weights."""
+    of 0.99, a short run's nearly untrained weights. All of G's tensors in one call
+    (``multi_avg_fn``): a loop over them cost more than the arithmetic."""
 
-    def update(average: torch.Tensor, current: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
-        weight = (1 - decay) / (1 - decay ** (count + 1))  # count: iterates already averaged
-        return average + (current - average) * weight
+    def update(
+        averages: list[torch.Tensor], currents: list[torch.Tensor], count: torch.Tensor
+    ) -> None:
+        weight = (1 - decay) / (1 - decay ** (int(count) + 1))  # count: iterates averaged
+        torch._foreach_lerp_(averages, currents, weight)  # average + (current - average) * w
 
     return update
 
@@ -337,8 +412,15 @@ def run_steps(
         for step in range(first, last + 1):
             if saver is not None:
                 saver.before(step, last)
-            trainer.discriminator_step()
-            if step % n_critic == 0:
+            generator_step = step % n_critic == 0
+            if generator_step:
+                trainer.prepare_generator_step()
+            try:
+                trainer.discriminator_step()
+            except BaseException:
+                trainer.discard_prepared()
+                raise
+            if generator_step:
                 g_losses.append(trainer.generator_step())
             bar.update(1)
             if step % steps_per_epoch == 0 or step == last:

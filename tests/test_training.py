@@ -3,12 +3,15 @@ pairs), and which of its steps may run in bfloat16."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
 
 from rdpgan import training
+from rdpgan.config import TrainConfig
 from rdpgan.marginals import Marginals
 from rdpgan.models import Discriminator, Generator, isa_capped_below_bf16
 from rdpgan.privacy.dp_sgd import DPSGD
@@ -61,7 +64,10 @@ def test_the_batched_pair_kl_equals_each_pair_computed_on_its_own(bucket_cost, m
 
 
 def small_trainer(
-    bf16: bool, generator_ema: float = 0.0, marginals: Marginals | None = None
+    bf16: bool,
+    generator_ema: float = 0.0,
+    marginals: Marginals | None = None,
+    concurrent_generator: bool = True,
 ) -> tuple[CGANTrainer, Generator]:
     """A real DP-SGD trainer on a toy table, with reproducible secret draws (and uniform
     released marginals unless given)."""
@@ -109,6 +115,7 @@ def small_trainer(
         marginal_weight=1.0,
         bf16_generator_step=bf16,
         generator_ema=generator_ema,
+        concurrent_generator=concurrent_generator,
     )
     return trainer, generator
 
@@ -190,6 +197,103 @@ def test_the_saved_generator_is_the_moving_average_of_its_iterates():
     assert not all(
         torch.equal(p, w) for p, w in zip(generator.parameters(), iterates[-1], strict=True)
     )
+
+
+def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(monkeypatch):
+    """G's own half of its step (marginal loss and gradient, its fakes) on a second thread
+    while D steps gives the weights and losses of the same steps run one after the other:
+    the halves share no tensor, and each draws from its own stream in the same order."""
+    monkeypatch.setattr(training, "_spare_core", lambda: True)
+    threads = set()
+    inputs = CGANTrainer._generator_inputs
+
+    def recording(self):
+        threads.add(threading.current_thread().name)
+        return inputs(self)
+
+    monkeypatch.setattr(CGANTrainer, "_generator_inputs", recording)
+    runs = {}
+    for concurrent in (False, True):
+        trainer, generator = small_trainer(
+            bf16=False, generator_ema=0.9, concurrent_generator=concurrent
+        )
+        losses = []
+        for _ in range(3):
+            trainer.prepare_generator_step()
+            trainer.discriminator_step()
+            losses.append(trainer.generator_step())
+        trainer.close()
+        trainer.finish()
+        critic = trainer.critic.module
+        runs[concurrent] = (losses, [*generator.parameters(), *critic.parameters()])
+    assert any(name.startswith("rdpgan-generator") for name in threads)
+    assert threading.main_thread().name in threads
+    assert runs[True][0] == runs[False][0]
+    for got, want in zip(runs[True][1], runs[False][1], strict=True):
+        assert torch.equal(got, want)
+
+
+def test_a_prepared_generator_half_is_waited_for_when_the_discriminator_step_fails(
+    monkeypatch,
+):
+    """run_steps: a failing D step leaves no thread writing G's gradients behind it."""
+    monkeypatch.setattr(training, "_spare_core", lambda: True)
+    trainer, generator = small_trainer(bf16=False)
+    started, release = threading.Event(), threading.Event()
+    inputs = CGANTrainer._generator_inputs
+
+    def slow(self):
+        started.set()
+        release.wait(5)
+        return inputs(self)
+
+    def failing(self):
+        started.wait(5)
+        threading.Timer(0.2, release.set).start()
+        raise RuntimeError("D failed")
+
+    monkeypatch.setattr(CGANTrainer, "_generator_inputs", slow)
+    monkeypatch.setattr(CGANTrainer, "discriminator_step", failing)
+    config = TrainConfig(progress=False)
+    ledger = PrivacyLedger(1e6, 1e-5, "rdp")
+    with pytest.raises(RuntimeError, match="D failed"):
+        training.run_steps(trainer, ledger, config, 1, 3, None, [])
+    assert release.is_set() and trainer._generator_half is None
+    assert all(p.grad is not None for p in generator.parameters())  # its half had finished
+    trainer.close()
+
+
+def test_the_discriminator_step_stays_float32_while_the_generator_half_runs_in_bfloat16(
+    monkeypatch,
+):
+    """Autocast is per thread: G's half in bfloat16 on the second thread, entered before
+    and left after the whole private step, changes nothing of that step's precision."""
+    monkeypatch.setattr(training, "_spare_core", lambda: True)
+    monkeypatch.setattr(training, "native_bf16", lambda device: True)
+    trainer, generator = small_trainer(bf16=True)
+    entered, stepped = threading.Event(), threading.Event()
+    inputs = CGANTrainer._generator_inputs
+
+    def overlapping(self):
+        with self.generator_step_precision():
+            assert torch.is_autocast_enabled("cpu")
+            entered.set()
+            assert stepped.wait(5)
+        return inputs(self)
+
+    monkeypatch.setattr(CGANTrainer, "_generator_inputs", overlapping)
+    seen: list[torch.dtype] = []
+    for module in (generator.head, trainer.critic.module.head):
+        module.register_forward_hook(lambda module, inputs, output: seen.append(output.dtype))
+    trainer.prepare_generator_step()
+    assert entered.wait(5)
+    trainer.discriminator_step()
+    stepped.set()
+    assert seen and set(seen) == {torch.float32}  # G made the fakes, D scored the pairs
+    seen.clear()
+    trainer.generator_step()
+    assert set(seen) == {torch.bfloat16}
+    trainer.close()
 
 
 def test_without_a_moving_average_finish_keeps_the_last_iterate():
