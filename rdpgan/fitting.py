@@ -47,7 +47,7 @@ from rdpgan.privacy.randomness import (
     exact_sample_rate,
 )
 from rdpgan.settings import validate_settings
-from rdpgan.training import CGANTrainer, adam_optimizers, run_steps
+from rdpgan.training import CGANTrainer, adam_optimizers, load_optimizer_state, run_steps
 from rdpgan.transform import TableTransformer
 
 # What a training checkpoint must hold (see rdpgan.checkpoint.Checkpointer.save).
@@ -307,8 +307,8 @@ def _train(
         with checkpoint.must_fit():
             generator.load_state_dict(tensors["generator"])
             discriminator.load_state_dict(tensors["discriminator"])
-            g_opt.load_state_dict(tensors["generator_optimizer"])
-            d_opt.load_state_dict(tensors["discriminator_optimizer"])
+            load_optimizer_state(g_opt, tensors["generator_optimizer"])
+            load_optimizer_state(d_opt, tensors["discriminator_optimizer"])
             torch.set_rng_state(tensors["rng"])
         first_step, history = int(meta["step"]) + 1, list(meta["history"])
     distributed.align(generator, discriminator)  # every rank starts from rank 0's

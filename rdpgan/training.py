@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 import os
 import signal
+import statistics
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -53,7 +55,6 @@ def adam_optimizers(
     """(G's optimizer, D's optimizer) with the run's learning rates and betas."""
     betas = (config.betas[0], config.betas[1])
     return (
-        # foreach: one call over all of a network's tensors rather than a loop over them.
         torch.optim.Adam(generator.parameters(), lr=config.generator_lr, betas=betas, foreach=True),
         torch.optim.Adam(
             discriminator.parameters(), lr=config.discriminator_lr, betas=betas, foreach=True
@@ -61,11 +62,20 @@ def adam_optimizers(
     )
 
 
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """Resume an optimizer's state, still stepping all of its tensors in one call (foreach,
+    which a loop over G's and D's few tensors costs more than the arithmetic): a checkpoint
+    from before that choice would bring back its per-tensor loop with its settings."""
+    optimizer.load_state_dict(state)
+    for group in optimizer.param_groups:
+        group["foreach"] = True
+
+
 def _spare_core() -> bool:
     """Whether a core is left beside torch's: one intra-op thread (the thread policy's), and
-    more than one core this process may run on."""
+    two cores for each process training (under torchrun, every rank runs its own thread)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return torch.get_num_threads() == 1 and (cores or 1) > 1
+    return torch.get_num_threads() == 1 and (cores or 1) >= 2 * distributed.world_size()
 
 
 @dataclass
@@ -180,15 +190,23 @@ class CGANTrainer:
         uniform = self.secret.open_uniform(self.generator.gumbel_shape(n), device)
         return self.generator(z, y, uniform=uniform), y
 
-    def prepare_generator_step(self) -> None:
-        """Start the half of the next generator step that needs G alone (its marginal loss and
-        gradient, and the fake rows D will score) on a second thread, while the discriminator
-        step runs: on a 2-core CPU the two halves overlap. Neither half touches the other's
-        tensors (D's step reads G's weights and draws its fakes from the secret source; this
-        half writes G's gradients and draws from the public stream, in the order a sequential
-        step does), so the result is the same; :meth:`generator_step` waits for it.
+    @property
+    def has_second_thread(self) -> bool:
+        """Whether G's half can run on a thread of its own (a core is spare for it)."""
+        return self._pool is not None
+
+    def prepare_generator_step(self, beside: bool = True) -> None:
+        """Compute the half of the next generator step that needs G alone (its marginal loss
+        and gradient, and the fake rows D will score); with ``beside``, on a second thread
+        while the discriminator step runs, so that on a 2-core CPU the two halves overlap.
+        Neither half touches the other's tensors (D's step reads G's weights and draws its
+        fakes from the secret source; this half writes G's gradients and draws from the public
+        stream, in the order a sequential step does): the result is the same either way, bit
+        for bit. :meth:`generator_step` waits for it.
         """
-        if self._pool is None:
+        if self._generator_half is not None:
+            raise RuntimeError("a generator half is already prepared and not yet used")
+        if self._pool is None or not beside:
             self._generator_half = self._generator_inputs()
             return
         self._generator_half = self._pool.submit(self._generator_inputs)
@@ -384,6 +402,42 @@ class _PairTargets:
         return torch.cat(kl).index_select(0, self.order)
 
 
+# Generator steps per block of the pacer, and the steps of each way it times at a block's start.
+PACE_BLOCK = 100
+PACE_PROBE = 5
+
+
+class _Pacer:
+    """Whether G's half of each step runs beside the discriminator step or before it, chosen
+    block by block by timing both ways (their results are the same, bit for bit). Beside is
+    faster on a quiet 2-core machine; with another process holding a core, the two threads
+    share one and the step is slower than one thread's (results/speed.md, quiet and loaded).
+    Step times depend on the realised batch sizes, so the choice does; nothing else does, as
+    both ways compute the same thing."""
+
+    def __init__(self) -> None:
+        self.steps = 0  # generator steps paced so far
+        self.times: dict[bool, list[float]] = {True: [], False: []}
+        self.choice = True
+
+    def beside(self) -> bool:
+        """For the next generator step: the first PACE_PROBE of a block beside, the next
+        PACE_PROBE not, the rest as the faster (median) of the two."""
+        position = self.steps % PACE_BLOCK
+        self.steps += 1
+        if position == 0:
+            self.times = {True: [], False: []}
+        if position < 2 * PACE_PROBE:
+            return position < PACE_PROBE
+        if position == 2 * PACE_PROBE:
+            beside, after = (statistics.median(self.times[way]) for way in (True, False))
+            self.choice = beside <= after
+        return self.choice
+
+    def record(self, beside: bool, seconds: float) -> None:
+        self.times[beside].append(seconds)
+
+
 def run_steps(
     trainer: CGANTrainer,
     ledger: PrivacyLedger,
@@ -407,14 +461,17 @@ def run_steps(
     history = list(earlier)
     g_losses: list[tuple[float, float]] = []
     shown = config.progress and distributed.rank() == 0  # one bar under torchrun
+    pacer = _Pacer() if trainer.has_second_thread else None
     bar = tqdm(total=last, initial=first - 1, disable=not shown, unit="step")
     with stop_on_sigint() as stop:
         for step in range(first, last + 1):
             if saver is not None:
                 saver.before(step, last)
             generator_step = step % n_critic == 0
+            start = time.perf_counter()
+            beside = generator_step and pacer is not None and pacer.beside()
             if generator_step:
-                trainer.prepare_generator_step()
+                trainer.prepare_generator_step(beside)
             try:
                 trainer.discriminator_step()
             except BaseException:
@@ -422,6 +479,8 @@ def run_steps(
                 raise
             if generator_step:
                 g_losses.append(trainer.generator_step())
+                if pacer is not None:
+                    pacer.record(beside, time.perf_counter() - start)
             bar.update(1)
             if step % steps_per_epoch == 0 or step == last:
                 g_loss, d_loss = np.mean(g_losses, axis=0).tolist() if g_losses else (None, None)

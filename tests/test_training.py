@@ -199,38 +199,116 @@ def test_the_saved_generator_is_the_moving_average_of_its_iterates():
     )
 
 
+def _one_step_in_order(trainer: CGANTrainer) -> tuple[float, float]:
+    """A D step, then the generator step written out as one sequential piece: one loss (the
+    non-saturating loss, the marginal loss and the class loss) and one backward pass."""
+    trainer.discriminator_step()
+    trainer.generator_optimizer.zero_grad(set_to_none=True)
+    marginal = trainer.marginal_loss()
+    fake_x, fake_y, codes = trainer.fake(trainer.fake_batch)
+    with trainer.critic.frozen() as discriminator:
+        logits, class_logits = discriminator(fake_x, fake_y)
+        loss = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+        loss = loss + trainer.marginal_weight * marginal
+        loss = loss + trainer.auxiliary_weight * F.cross_entropy(class_logits, codes)
+        loss.backward()
+    trainer.generator_optimizer.step()
+    assert trainer.generator_average is not None
+    trainer.generator_average.update_parameters(trainer.generator)
+    d_loss = F.binary_cross_entropy_with_logits(logits.detach(), torch.zeros_like(logits))
+    return float(loss.detach()), float(d_loss)
+
+
 def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(monkeypatch):
-    """G's own half of its step (marginal loss and gradient, its fakes) on a second thread
-    while D steps gives the weights and losses of the same steps run one after the other:
-    the halves share no tensor, and each draws from its own stream in the same order."""
+    """G's own half of its step (marginal loss and gradient, its fakes) on a second thread,
+    started once the D step is under way, gives bit for bit what it gives before the D step
+    on the same thread (so the pacer may switch between them), and the losses and weights of
+    the generator step written out in order after the D step (up to the order of float sums:
+    its two backward passes add their gradients): the halves share no tensor, and each stream
+    is drawn from in the same order."""
     monkeypatch.setattr(training, "_spare_core", lambda: True)
-    threads = set()
-    inputs = CGANTrainer._generator_inputs
+    runs, threads = {}, set()
+    for way in ("in order", "before", "beside"):
+        trainer, generator = small_trainer(bf16=False, generator_ema=0.9)
+        d_started = threading.Event()
+        fakes, inputs = trainer.secret_fakes, trainer._generator_inputs
 
-    def recording(self):
-        threads.add(threading.current_thread().name)
-        return inputs(self)
+        def secret_fakes(n, fakes=fakes, d_started=d_started):
+            d_started.set()
+            return fakes(n)
 
-    monkeypatch.setattr(CGANTrainer, "_generator_inputs", recording)
-    runs = {}
-    for concurrent in (False, True):
-        trainer, generator = small_trainer(
-            bf16=False, generator_ema=0.9, concurrent_generator=concurrent
-        )
+        def overlapping(inputs=inputs, d_started=d_started):
+            if threading.current_thread() is not threading.main_thread():
+                assert d_started.wait(5)  # the D step is under way
+                threads.add(threading.current_thread().name)
+            return inputs()
+
+        trainer.secret_fakes, trainer._generator_inputs = secret_fakes, overlapping
         losses = []
         for _ in range(3):
-            trainer.prepare_generator_step()
+            if way == "in order":
+                losses.append(_one_step_in_order(trainer))
+                continue
+            d_started.clear()
+            trainer.prepare_generator_step(beside=way == "beside")
             trainer.discriminator_step()
             losses.append(trainer.generator_step())
         trainer.close()
         trainer.finish()
         critic = trainer.critic.module
-        runs[concurrent] = (losses, [*generator.parameters(), *critic.parameters()])
-    assert any(name.startswith("rdpgan-generator") for name in threads)
-    assert threading.main_thread().name in threads
-    assert runs[True][0] == runs[False][0]
-    for got, want in zip(runs[True][1], runs[False][1], strict=True):
+        runs[way] = (losses, [*generator.parameters(), *critic.parameters()])
+    assert threads and all(name.startswith("rdpgan-generator") for name in threads)
+    assert runs["beside"][0] == runs["before"][0]
+    for got, want in zip(runs["beside"][1], runs["before"][1], strict=True):
         assert torch.equal(got, want)
+    np.testing.assert_allclose(runs["beside"][0], runs["in order"][0], rtol=1e-5)
+    for got, want in zip(runs["beside"][1], runs["in order"][1], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("faster", [True, False])
+def test_the_pacer_keeps_the_faster_way_after_timing_both(faster):
+    pacer = training._Pacer()
+    ways = []
+    for _ in range(2 * training.PACE_BLOCK):
+        beside = pacer.beside()
+        ways.append(beside)
+        pacer.record(beside, 1.0 if beside == faster else 2.0)
+    probe = training.PACE_PROBE
+    for block in (0, training.PACE_BLOCK):  # each block times both ways again first
+        assert ways[block : block + 2 * probe] == [True] * probe + [False] * probe
+        assert set(ways[block + 2 * probe : block + training.PACE_BLOCK]) == {faster}
+
+
+def test_run_steps_paces_only_where_a_second_thread_runs(monkeypatch):
+    """A trainer without a spare core steps in order, and one with it times both ways."""
+    ledger = PrivacyLedger(1e6, 1e-5, "rdp")
+    config = TrainConfig(progress=False)
+    for spare in (False, True):
+        monkeypatch.setattr(training, "_spare_core", lambda spare=spare: spare)
+        trainer, _ = small_trainer(bf16=False)
+        ways: list[bool] = []
+        prepare = trainer.prepare_generator_step
+
+        def recording(beside, prepare=prepare, ways=ways):
+            ways.append(beside)
+            prepare(beside)
+
+        trainer.prepare_generator_step = recording
+        probe = training.PACE_PROBE  # small_trainer's release allows 10 steps
+        training.run_steps(trainer, ledger, config, 1, 2 * probe, None, [])
+        trainer.close()
+        assert ways == ([True] * probe + [False] * probe if spare else [False] * 2 * probe)
+
+
+def test_a_generator_half_is_prepared_once_per_generator_step(monkeypatch):
+    monkeypatch.setattr(training, "_spare_core", lambda: True)
+    trainer, _ = small_trainer(bf16=False)
+    trainer.prepare_generator_step()
+    with pytest.raises(RuntimeError, match="already prepared"):
+        trainer.prepare_generator_step()
+    trainer.discard_prepared()
+    trainer.close()
 
 
 def test_a_prepared_generator_half_is_waited_for_when_the_discriminator_step_fails(
@@ -247,9 +325,11 @@ def test_a_prepared_generator_half_is_waited_for_when_the_discriminator_step_fai
         release.wait(5)
         return inputs(self)
 
+    timer = threading.Timer(0.2, release.set)
+
     def failing(self):
         started.wait(5)
-        threading.Timer(0.2, release.set).start()
+        timer.start()
         raise RuntimeError("D failed")
 
     monkeypatch.setattr(CGANTrainer, "_generator_inputs", slow)
@@ -260,6 +340,7 @@ def test_a_prepared_generator_half_is_waited_for_when_the_discriminator_step_fai
         training.run_steps(trainer, ledger, config, 1, 3, None, [])
     assert release.is_set() and trainer._generator_half is None
     assert all(p.grad is not None for p in generator.parameters())  # its half had finished
+    timer.join()
     trainer.close()
 
 
@@ -288,11 +369,11 @@ def test_the_discriminator_step_stays_float32_while_the_generator_half_runs_in_b
     trainer.prepare_generator_step()
     assert entered.wait(5)
     trainer.discriminator_step()
+    private_step = list(seen)  # before the second thread goes on
     stepped.set()
-    assert seen and set(seen) == {torch.float32}  # G made the fakes, D scored the pairs
-    seen.clear()
+    assert private_step and set(private_step) == {torch.float32}  # G's fakes, D's pairs
     trainer.generator_step()
-    assert set(seen) == {torch.bfloat16}
+    assert set(seen[len(private_step) :]) == {torch.bfloat16}
     trainer.close()
 
 
@@ -373,3 +454,15 @@ def test_an_emulated_avx2_cpu_has_no_native_bf16(monkeypatch, variable, value, c
     if capped:
         assert not native_bf16(torch.device("cpu"))
     assert native_bf16(torch.device("meta")) is False
+
+
+def test_a_resumed_optimizer_still_steps_its_tensors_in_one_call():
+    """A checkpoint from before foreach Adam brings back foreach=None with its settings."""
+    generator = Generator(8, 2, [16], [Span(0, 3), Span(3, 8)], width=8)
+    discriminator = Discriminator(8, 2, [16])
+    g_opt, _ = training.adam_optimizers(generator, discriminator, TrainConfig())
+    older = torch.optim.Adam(generator.parameters(), lr=1e-3).state_dict()
+    assert older["param_groups"][0]["foreach"] is None
+    training.load_optimizer_state(g_opt, older)
+    assert all(group["foreach"] is True for group in g_opt.param_groups)
+    assert g_opt.param_groups[0]["lr"] == 1e-3  # the checkpoint's settings otherwise
