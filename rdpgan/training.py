@@ -73,9 +73,11 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]
 
 def _spare_core() -> bool:
     """Whether a core is left beside torch's: one intra-op thread (the thread policy's), and
-    two cores for each process training (under torchrun, every rank runs its own thread)."""
+    two cores for each process training on this machine (under torchrun, every rank runs its
+    own thread; ``LOCAL_WORLD_SIZE`` counts this node's ranks)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return torch.get_num_threads() == 1 and (cores or 1) >= 2 * distributed.world_size()
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", distributed.world_size()))
+    return torch.get_num_threads() == 1 and (cores or 1) >= 2 * local
 
 
 @dataclass
@@ -202,7 +204,7 @@ class CGANTrainer:
         Neither half touches the other's tensors (D's step reads G's weights and draws its
         fakes from the secret source; this half writes G's gradients and draws from the public
         stream, in the order a sequential step does): the result is the same either way, bit
-        for bit. :meth:`generator_step` waits for it.
+        for bit (tested in float32 and bfloat16). :meth:`generator_step` waits for it.
         """
         if self._generator_half is not None:
             raise RuntimeError("a generator half is already prepared and not yet used")
@@ -409,11 +411,12 @@ PACE_PROBE = 5
 
 class _Pacer:
     """Whether G's half of each step runs beside the discriminator step or before it, chosen
-    block by block by timing both ways (their results are the same, bit for bit). Beside is
-    faster on a quiet 2-core machine; with another process holding a core, the two threads
-    share one and the step is slower than one thread's (results/speed.md, quiet and loaded).
-    Step times depend on the realised batch sizes, so the choice does; nothing else does, as
-    both ways compute the same thing."""
+    block by block by timing both ways. Beside is faster on a quiet 2-core machine; with
+    another process holding a core, the two threads share one and the step is slower than one
+    thread's (results/speed.md, quiet and loaded). The times are of whole steps, so they, and
+    the choice, depend on the realised batch sizes (private): no output depends on the choice,
+    as both ways compute the same bits (tested in float32 and under bfloat16 autocast), and the
+    choice is neither saved nor reported."""
 
     def __init__(self) -> None:
         self.steps = 0  # generator steps paced so far

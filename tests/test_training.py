@@ -219,17 +219,22 @@ def _one_step_in_order(trainer: CGANTrainer) -> tuple[float, float]:
     return float(loss.detach()), float(d_loss)
 
 
-def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(monkeypatch):
+@pytest.mark.parametrize("bf16", [False, True])
+def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(bf16, monkeypatch):
     """G's own half of its step (marginal loss and gradient, its fakes) on a second thread,
-    started once the D step is under way, gives bit for bit what it gives before the D step
-    on the same thread (so the pacer may switch between them), and the losses and weights of
-    the generator step written out in order after the D step (up to the order of float sums:
-    its two backward passes add their gradients): the halves share no tensor, and each stream
-    is drawn from in the same order."""
+    started once the D step is under way, gives bit for bit what it gives on the main thread
+    before the D step, in float32 and under bfloat16 autocast alike: no output depends on
+    which way the pacer chose. In float32 both give the losses and weights of the generator
+    step written out in order after the D step (up to the order of float sums: its two
+    backward passes add their gradients): the halves share no tensor, and each stream is
+    drawn from in the same order."""
     monkeypatch.setattr(training, "_spare_core", lambda: True)
-    runs, threads = {}, set()
-    for way in ("in order", "before", "beside"):
-        trainer, generator = small_trainer(bf16=False, generator_ema=0.9)
+    monkeypatch.setattr(training, "native_bf16", lambda device: True)
+    ways = ("before", "beside") if bf16 else ("before", "beside", "in order")
+    runs, places = {}, {way: set() for way in ways}
+    for way in ways:
+        trainer, generator = small_trainer(bf16=bf16, generator_ema=0.9)
+        assert trainer.bf16_generator_step == bf16
         d_started = threading.Event()
         fakes, inputs = trainer.secret_fakes, trainer._generator_inputs
 
@@ -237,10 +242,10 @@ def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(mo
             d_started.set()
             return fakes(n)
 
-        def overlapping(inputs=inputs, d_started=d_started):
+        def overlapping(inputs=inputs, d_started=d_started, seen=places[way]):
             if threading.current_thread() is not threading.main_thread():
                 assert d_started.wait(5)  # the D step is under way
-                threads.add(threading.current_thread().name)
+            seen.add((threading.current_thread().name, d_started.is_set()))
             return inputs()
 
         trainer.secret_fakes, trainer._generator_inputs = secret_fakes, overlapping
@@ -257,27 +262,34 @@ def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(mo
         trainer.finish()
         critic = trainer.critic.module
         runs[way] = (losses, [*generator.parameters(), *critic.parameters()])
-    assert threads and all(name.startswith("rdpgan-generator") for name in threads)
+    assert places["before"] == {(threading.main_thread().name, False)}
+    assert places["beside"] and all(
+        name.startswith("rdpgan-generator") and under_way for name, under_way in places["beside"]
+    )
     assert runs["beside"][0] == runs["before"][0]
     for got, want in zip(runs["beside"][1], runs["before"][1], strict=True):
         assert torch.equal(got, want)
-    np.testing.assert_allclose(runs["beside"][0], runs["in order"][0], rtol=1e-5)
-    for got, want in zip(runs["beside"][1], runs["in order"][1], strict=True):
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    if not bf16:
+        np.testing.assert_allclose(runs["beside"][0], runs["in order"][0], rtol=1e-5)
+        for got, want in zip(runs["beside"][1], runs["in order"][1], strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("faster", [True, False])
 def test_the_pacer_keeps_the_faster_way_after_timing_both(faster):
+    """Each block times both ways afresh (the faster way flips in the second block here)."""
     pacer = training._Pacer()
     ways = []
-    for _ in range(2 * training.PACE_BLOCK):
+    block = training.PACE_BLOCK
+    for step in range(2 * block):
+        fast = faster if step < block else not faster
         beside = pacer.beside()
         ways.append(beside)
-        pacer.record(beside, 1.0 if beside == faster else 2.0)
+        pacer.record(beside, 1.0 if beside == fast else 2.0)
     probe = training.PACE_PROBE
-    for block in (0, training.PACE_BLOCK):  # each block times both ways again first
-        assert ways[block : block + 2 * probe] == [True] * probe + [False] * probe
-        assert set(ways[block + 2 * probe : block + training.PACE_BLOCK]) == {faster}
+    for start, fast in ((0, faster), (block, not faster)):
+        assert ways[start : start + 2 * probe] == [True] * probe + [False] * probe
+        assert set(ways[start + 2 * probe : start + block]) == {fast}
 
 
 def test_run_steps_paces_only_where_a_second_thread_runs(monkeypatch):
@@ -295,10 +307,19 @@ def test_run_steps_paces_only_where_a_second_thread_runs(monkeypatch):
             prepare(beside)
 
         trainer.prepare_generator_step = recording
+        recorded: list[bool] = []
+        record = training._Pacer.record
+
+        def timed(self, beside, seconds, record=record, recorded=recorded):
+            recorded.append(beside)
+            record(self, beside, seconds)
+
+        monkeypatch.setattr(training._Pacer, "record", timed)
         probe = training.PACE_PROBE  # small_trainer's release allows 10 steps
         training.run_steps(trainer, ledger, config, 1, 2 * probe, None, [])
         trainer.close()
         assert ways == ([True] * probe + [False] * probe if spare else [False] * 2 * probe)
+        assert recorded == (ways if spare else [])  # every paced step is timed as it ran
 
 
 def test_a_generator_half_is_prepared_once_per_generator_step(monkeypatch):
