@@ -111,7 +111,6 @@ class CGANTrainer:
         marginal_rows: int = 128,
         bf16_generator_step: bool = False,
         generator_ema: float = 0.0,
-        concurrent_generator: bool = True,
     ):
         self.generator = generator
         self.critic = critic
@@ -141,9 +140,7 @@ class CGANTrainer:
         self.bf16_generator_step = bf16_generator_step and native_bf16(device)
         # G's own half of its step runs beside D's step where a second core is there for it.
         self._pool = (
-            ThreadPoolExecutor(1, thread_name_prefix="rdpgan-generator")
-            if concurrent_generator and _spare_core()
-            else None
+            ThreadPoolExecutor(1, thread_name_prefix="rdpgan-generator") if _spare_core() else None
         )
         self._generator_half: _GeneratorInputs | Future[_GeneratorInputs] | None = None
         self.generator_average = (

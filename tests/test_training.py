@@ -67,7 +67,6 @@ def small_trainer(
     bf16: bool,
     generator_ema: float = 0.0,
     marginals: Marginals | None = None,
-    concurrent_generator: bool = True,
 ) -> tuple[CGANTrainer, Generator]:
     """A real DP-SGD trainer on a toy table, with reproducible secret draws (and uniform
     released marginals unless given)."""
@@ -115,7 +114,6 @@ def small_trainer(
         marginal_weight=1.0,
         bf16_generator_step=bf16,
         generator_ema=generator_ema,
-        concurrent_generator=concurrent_generator,
     )
     return trainer, generator
 
