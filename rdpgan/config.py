@@ -218,6 +218,7 @@ class TrainConfig:
     # average is the generator that is saved and sampled (0: the last iterate). It is a
     # function of G's iterates alone, so it costs no privacy.
     generator_ema: float = 0.99
+    simultaneous_steps: bool = False
     progress: bool = True
     # Save the training state at most every N discriminator steps (0: no limit in steps) ...
     checkpoint_every: int = 500

@@ -350,6 +350,7 @@ def _train(
         model.model_config.marginal_rows,
         cfg.bf16_generator_step,
         cfg.generator_ema,
+        _snapshot(model) if cfg.simultaneous_steps else None,
     )
     if resume_from is not None and trainer.generator_average is not None:
         with checkpoint.must_fit():
@@ -395,6 +396,11 @@ def _train(
         "generator_step_dtype": "bfloat16" if trainer.bf16_generator_step else "float32",
         "generator_average_steps": trainer.averaged_steps(),
     }
+
+
+def _snapshot(model: FittedModel) -> Discriminator:
+    assert model.transformer is not None
+    return Discriminator.for_table(model.model_config, model.transformer).to(model.device)
 
 
 def _new_generator(model: FittedModel) -> Generator:

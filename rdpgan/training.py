@@ -89,6 +89,9 @@ class _GeneratorInputs:
     fake_y: torch.Tensor
     codes: torch.Tensor
     marginal_loss: float
+    # With a discriminator snapshot (simultaneous steps): the adversarial loss through it,
+    # its gradient already in G's ``grad`` too, and D's logits on the fakes.
+    adversarial: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 class CGANTrainer:
@@ -111,6 +114,7 @@ class CGANTrainer:
         marginal_rows: int = 128,
         bf16_generator_step: bool = False,
         generator_ema: float = 0.0,
+        critic_snapshot: nn.Module | None = None,
     ):
         self.generator = generator
         self.critic = critic
@@ -143,6 +147,11 @@ class CGANTrainer:
             ThreadPoolExecutor(1, thread_name_prefix="rdpgan-generator") if _spare_core() else None
         )
         self._generator_half: _GeneratorInputs | Future[_GeneratorInputs] | None = None
+        # Simultaneous steps: G's step scores its fakes with D as it was before D's step (a
+        # copy, hooks-free), so all of it but the update can overlap D's step.
+        self.critic_snapshot = critic_snapshot
+        if critic_snapshot is not None:
+            critic_snapshot.requires_grad_(False)
         self.generator_average = (
             AveragedModel(generator, multi_avg_fn=_geometric_average(generator_ema))
             if generator_ema > 0
@@ -205,6 +214,11 @@ class CGANTrainer:
         """
         if self._generator_half is not None:
             raise RuntimeError("a generator half is already prepared and not yet used")
+        if self.critic_snapshot is not None:
+            with torch.no_grad():
+                torch._foreach_copy_(
+                    list(self.critic_snapshot.parameters()), list(self.critic.module.parameters())
+                )
         if self._pool is None or not beside:
             self._generator_half = self._generator_inputs()
             return
@@ -220,7 +234,23 @@ class CGANTrainer:
             marginal_loss = float(weighted.detach())
         with self.generator_step_precision():
             fake_x, fake_y, codes = self.fake(self.fake_batch)
-        return _GeneratorInputs(fake_x, fake_y, codes, marginal_loss)
+        half = _GeneratorInputs(fake_x, fake_y, codes, marginal_loss)
+        if self.critic_snapshot is not None:
+            half.adversarial = self._adversarial_loss(self.critic_snapshot, half)
+            half.adversarial[0].backward()
+        return half
+
+    def _adversarial_loss(
+        self, discriminator: nn.Module, half: _GeneratorInputs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        with self.generator_step_precision():
+            logits, class_logits = discriminator(half.fake_x, half.fake_y)
+        logits = logits.float()
+        loss = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+        if class_logits is not None:  # rows of class y should look like class y to D
+            class_loss = F.cross_entropy(class_logits.float(), half.codes)
+            loss = loss + self.auxiliary_weight * class_loss
+        return loss, logits
 
     def generator_step(self) -> tuple[float, float]:
         """One step of the non-saturating generator loss through the frozen discriminator
@@ -234,15 +264,11 @@ class CGANTrainer:
             half = self._generator_inputs()
         elif isinstance(half, Future):
             half = half.result()
-        with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
-            with self.generator_step_precision():
-                logits, class_logits = discriminator(half.fake_x, half.fake_y)
-            logits = logits.float()
-            loss = F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
-            if class_logits is not None:  # rows of class y should look like class y to D
-                class_loss = F.cross_entropy(class_logits.float(), half.codes)
-                loss = loss + self.auxiliary_weight * class_loss
-            loss.backward()
+        if half.adversarial is None:
+            with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
+                half.adversarial = self._adversarial_loss(discriminator, half)
+                half.adversarial[0].backward()
+        loss, logits = half.adversarial
         distributed.reduce_gradients(self.generator, average=True)
         self.generator_optimizer.step()
         if self.generator_average is not None:

@@ -454,6 +454,14 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         NONPRIVATE_R21,
         NONPRIVATE,
     ),
+    # Round 25 (issue 29's AVX2 bar): simultaneous steps, G scoring its fakes with D as it was
+    # before D's step, so that all of G's step but its update overlaps D's on a second core.
+    "r25_private_default": (ModelConfig(), TrainConfig(progress=False), PrivacyConfig()),
+    "r25_simultaneous": (
+        ModelConfig(),
+        TrainConfig(progress=False, simultaneous_steps=True),
+        PrivacyConfig(),
+    ),
 }
 
 
