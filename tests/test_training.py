@@ -67,9 +67,11 @@ def small_trainer(
     bf16: bool,
     generator_ema: float = 0.0,
     marginals: Marginals | None = None,
+    simultaneous: bool = False,
 ) -> tuple[CGANTrainer, Generator]:
     """A real DP-SGD trainer on a toy table, with reproducible secret draws (and uniform
-    released marginals unless given)."""
+    released marginals unless given); with ``simultaneous``, G's step scores its fakes with a
+    snapshot of D taken before D's step."""
     torch.manual_seed(0)
     spans = [Span(0, 3), Span(3, 8)]
     generator = Generator(8, 2, [16], spans, width=8, straight_through=True)
@@ -114,6 +116,7 @@ def small_trainer(
         marginal_weight=1.0,
         bf16_generator_step=bf16,
         generator_ema=generator_ema,
+        critic_snapshot=Discriminator(8, 2, [16], True) if simultaneous else None,
     )
     return trainer, generator
 
@@ -197,10 +200,12 @@ def test_the_saved_generator_is_the_moving_average_of_its_iterates():
     )
 
 
-def _one_step_in_order(trainer: CGANTrainer) -> tuple[float, float]:
+def _one_step_in_order(trainer: CGANTrainer, simultaneous: bool) -> tuple[float, float]:
     """A D step, then the generator step written out as one sequential piece: one loss (the
-    non-saturating loss, the marginal loss and the class loss) and one backward pass."""
-    trainer.discriminator_step()
+    non-saturating loss, the marginal loss and the class loss) and one backward pass, through
+    D as it is after its step, or (``simultaneous``) as it was before it; then G's update."""
+    if not simultaneous:
+        trainer.discriminator_step()
     trainer.generator_optimizer.zero_grad(set_to_none=True)
     marginal = trainer.marginal_loss()
     fake_x, fake_y, codes = trainer.fake(trainer.fake_batch)
@@ -210,6 +215,8 @@ def _one_step_in_order(trainer: CGANTrainer) -> tuple[float, float]:
         loss = loss + trainer.marginal_weight * marginal
         loss = loss + trainer.auxiliary_weight * F.cross_entropy(class_logits, codes)
         loss.backward()
+    if simultaneous:
+        trainer.discriminator_step()
     trainer.generator_optimizer.step()
     assert trainer.generator_average is not None
     trainer.generator_average.update_parameters(trainer.generator)
@@ -217,21 +224,26 @@ def _one_step_in_order(trainer: CGANTrainer) -> tuple[float, float]:
     return float(loss.detach()), float(d_loss)
 
 
+@pytest.mark.parametrize("simultaneous", [False, True])
 @pytest.mark.parametrize("bf16", [False, True])
-def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(bf16, monkeypatch):
-    """G's own half of its step (marginal loss and gradient, its fakes) on a second thread,
+def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(
+    bf16, simultaneous, monkeypatch
+):
+    """G's own half of its step (marginal loss and gradient, its fakes; with simultaneous
+    steps also its adversarial loss and gradient through D's snapshot) on a second thread,
     started once the D step is under way, gives bit for bit what it gives on the main thread
     before the D step, in float32 and under bfloat16 autocast alike: no output depends on
     which way the pacer chose. In float32 both give the losses and weights of the generator
-    step written out in order after the D step (up to the order of float sums: its two
-    backward passes add their gradients): the halves share no tensor, and each stream is
-    drawn from in the same order."""
+    step written out in order, through D after its step (or, simultaneous, before it), up to
+    the order of float sums (its two backward passes add their gradients): the halves share
+    no tensor, each stream is drawn from in the same order, and the snapshot is D's weights
+    as they were when the step began, though D's step updates D while G's half reads it."""
     monkeypatch.setattr(training, "_spare_core", lambda: True)
     monkeypatch.setattr(training, "native_bf16", lambda device: True)
     ways = ("before", "beside") if bf16 else ("before", "beside", "in order")
     runs, places = {}, {way: set() for way in ways}
     for way in ways:
-        trainer, generator = small_trainer(bf16=bf16, generator_ema=0.9)
+        trainer, generator = small_trainer(bf16, 0.9, simultaneous=simultaneous)
         assert trainer.bf16_generator_step == bf16
         d_started = threading.Event()
         fakes, inputs = trainer.secret_fakes, trainer._generator_inputs
@@ -250,7 +262,7 @@ def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(bf
         losses = []
         for _ in range(3):
             if way == "in order":
-                losses.append(_one_step_in_order(trainer))
+                losses.append(_one_step_in_order(trainer, simultaneous))
                 continue
             d_started.clear()
             trainer.prepare_generator_step(beside=way == "beside")
