@@ -57,6 +57,10 @@ CANDIDATES: dict[str, list[str]] = {
     "default24": [],
     "bins10": ["model.numeric_bins=10"],
     "marginal10": ["model.marginal_weight=10"],
+    # Round 25 (issue 29's AVX2 bar): simultaneous steps (G scores its fakes with D as it was
+    # before D's step, so all of G's step but its update overlaps D's), beside the defaults.
+    "default25": [],
+    "simultaneous": ["train.simultaneous_steps=true"],
 }
 
 
