@@ -29,6 +29,7 @@ import torch
 
 from rdpgan import adaptive, checkpoint, distributed, measure
 from rdpgan.checkpoint import Checkpointer
+from rdpgan.config import TrainConfig
 from rdpgan.critic import make_critic
 from rdpgan.data.schema import Schema
 from rdpgan.data.target import check_target
@@ -350,7 +351,7 @@ def _train(
         model.model_config.marginal_rows,
         cfg.bf16_generator_step,
         cfg.generator_ema,
-        _snapshot(model) if cfg.simultaneous_steps else None,
+        _snapshot(model) if simultaneous_steps(cfg, expected_batch) else None,
     )
     if resume_from is not None and trainer.generator_average is not None:
         with checkpoint.must_fit():
@@ -395,10 +396,20 @@ def _train(
         # and an average only over G steps actually taken (else the last iterate).
         "generator_step_dtype": "bfloat16" if trainer.bf16_generator_step else "float32",
         "generator_average_steps": trainer.averaged_steps(),
+        "simultaneous_steps": trainer.critic_snapshot is not None,
     }
 
 
+def simultaneous_steps(cfg: TrainConfig, expected_batch: int) -> bool:
+    """``train.simultaneous_steps``, or where it is null, whether D's expected batch (the
+    released row count times the sampling rate: public) reaches ``train.batch_size``."""
+    if cfg.simultaneous_steps is not None:
+        return cfg.simultaneous_steps
+    return expected_batch >= cfg.batch_size
+
+
 def _snapshot(model: FittedModel) -> Discriminator:
+    """A hooks-free discriminator for G's simultaneous steps to copy D's weights into."""
     assert model.transformer is not None
     return Discriminator.for_table(model.model_config, model.transformer).to(model.device)
 

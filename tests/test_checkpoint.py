@@ -198,7 +198,12 @@ def test_a_run_recorded_before_a_setting_existed_resumes_as_it_ran(
     resumed = train_cli(tmp_path, "resume=true", root=small_adult, fresh=True)
     assert resumed.returncode == 0, resumed.stderr
     train = json.loads((run / "model.json").read_text())["train"]
-    ran = {"max_steps": None, "bf16_generator_step": False, "generator_ema": 0.0}
+    ran = {
+        "max_steps": None,
+        "bf16_generator_step": False,
+        "generator_ema": 0.0,
+        "simultaneous_steps": False,
+    }
     assert {key: train[key] for key in ran} == ran
     assert json.loads((run / "metrics.json").read_text())["generator_average_steps"] == 0
 

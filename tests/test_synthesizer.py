@@ -495,6 +495,23 @@ def test_a_large_table_trains_for_max_steps_not_for_its_epochs(noise_multiplier)
     assert model.ledger.releases[-1].steps == 7
 
 
+@pytest.mark.parametrize(
+    ("batch_size", "setting", "simultaneous"),
+    [(40, None, True), (200, None, False), (200, True, True), (40, False, False)],
+)
+def test_simultaneous_steps_where_the_expected_batch_reaches_the_batch_size(
+    batch_size, setting, simultaneous
+):
+    """Null: G scores its fakes with D's snapshot only on a table large enough for a full
+    batch (a 1,200-row table's batch at rate 0.1 is ~120 rows); true or false as set."""
+    train = TrainConfig(steps=3, batch_size=batch_size, progress=False, simultaneous_steps=setting)
+    privacy = PrivacyConfig(noise_seed=0)
+    model = DPCGAN(epsilon=4.0, device="cpu", model=SMALL["model"], train=train, privacy=privacy)
+    model.fit(toy_table(1200), "y", SCHEMA)
+    assert model.metrics["simultaneous_steps"] is simultaneous
+    assert model.metrics["discriminator_steps"] == 3
+
+
 def test_a_table_whose_expected_batch_is_one_row_still_trains():
     """CI once drew a noisy row count of ~12 for a 30-row table: 10% of it rounds to a one-row
     expected batch. Training must still run (G's own steps use at least MIN_FAKE_BATCH fakes)."""
