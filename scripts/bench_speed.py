@@ -6,8 +6,9 @@ and a full Adult run, each quiet and with one competing busy process.
 Times the exact training code (:class:`rdpgan.training.CGANTrainer`) on the real Adult train
 split with the default model and batch size; then short runs of the README's main command with
 1 and 2 torch threads and the policy's choice, and full runs end to end (the command itself,
-the same in float32 instead of its bfloat16 generator step, with ``train=long``, and under
-``torchrun`` with 2 processes), each quiet and beside a busy process. Run it alone on the
+the same in float32 instead of its bfloat16 generator step, with alternating instead of
+simultaneous steps, with ``train=long``, and under ``torchrun`` with 2 processes), each quiet
+and beside a busy process. Run it alone on the
 machine.
 Writes ``results/speed.md`` (atomically) with the command, date, machine and numbers.
 """
@@ -234,6 +235,7 @@ PYTHON = (sys.executable,)
 FULL_RUNS: dict[str, tuple[list[str], Sequence[str], str]] = {
     "default": (FULL_RUN, PYTHON, "python"),
     "float32": ([*FULL_RUN, "train.bf16_generator_step=false"], PYTHON, "python"),
+    "alternating": ([*FULL_RUN, "train.simultaneous_steps=false"], PYTHON, "python"),
     "long": ([*FULL_RUN, "train=long"], PYTHON, "python"),
     "torchrun": (FULL_RUN, TORCHRUN, "torchrun --nproc-per-node=2"),
 }
