@@ -20,6 +20,7 @@ sample drawn from it are private by post-processing.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -316,6 +317,9 @@ def _train(
     if distributed.rank() > 0:  # ... but draws its own fakes for G's steps (public stream)
         stream = np.random.SeedSequence([model.seed, distributed.rank()]).generate_state(1)
         torch.manual_seed(int(stream[0]))
+    # Copied before make_critic wraps D in Opacus's hooks, and without a draw from the public
+    # stream (a resumed run continues it where the checkpoint left it).
+    snapshot = copy.deepcopy(discriminator) if simultaneous_steps(cfg, expected_batch) else None
     critic, d_steps = make_critic(
         discriminator,
         d_opt,
@@ -351,7 +355,7 @@ def _train(
         model.model_config.marginal_rows,
         cfg.bf16_generator_step,
         cfg.generator_ema,
-        _snapshot(model) if simultaneous_steps(cfg, expected_batch) else None,
+        snapshot,
     )
     if resume_from is not None and trainer.generator_average is not None:
         with checkpoint.must_fit():
@@ -402,16 +406,12 @@ def _train(
 
 def simultaneous_steps(cfg: TrainConfig, expected_batch: int) -> bool:
     """``train.simultaneous_steps``, or where it is null, whether D's expected batch (the
-    released row count times the sampling rate: public) reaches ``train.batch_size``."""
+    released row count times the sampling rate: public) reaches ``train.batch_size``, i.e.
+    whether rows × ``max_sample_rate`` does. The same on every machine, a second core or
+    not: a run's model does not depend on where it ran."""
     if cfg.simultaneous_steps is not None:
         return cfg.simultaneous_steps
     return expected_batch >= cfg.batch_size
-
-
-def _snapshot(model: FittedModel) -> Discriminator:
-    """A hooks-free discriminator for G's simultaneous steps to copy D's weights into."""
-    assert model.transformer is not None
-    return Discriminator.for_table(model.model_config, model.transformer).to(model.device)
 
 
 def _new_generator(model: FittedModel) -> Generator:

@@ -1,5 +1,6 @@
 """The CGAN's two updates, one discriminator step and one generator step, as a small object,
-and :func:`run_steps`, the loop that alternates them (with checkpoints and a clean Ctrl-C).
+and :func:`run_steps`, the loop that runs them (with checkpoints and a clean Ctrl-C): one after
+the other, or simultaneous, G scoring its fakes with D as it was before D's step.
 
 Kept apart from :mod:`rdpgan.fitting` (which decides the budget and the number of steps) so
 the exact code that trains can also be timed by ``scripts/bench_speed.py`` and checkpointed.
@@ -82,8 +83,9 @@ def _spare_core() -> bool:
 
 @dataclass
 class _GeneratorInputs:
-    """The half of a generator step that needs G alone: a fake batch (G's graph kept), its
-    labels, and the marginal loss, whose gradient is already in G's ``grad``."""
+    """The half of a generator step that can run beside D's step: a fake batch (G's graph
+    kept until the adversarial loss's backward), its labels, and the marginal loss, whose
+    gradient is already in G's ``grad``."""
 
     fake_x: torch.Tensor
     fake_y: torch.Tensor
@@ -148,10 +150,13 @@ class CGANTrainer:
         )
         self._generator_half: _GeneratorInputs | Future[_GeneratorInputs] | None = None
         # Simultaneous steps: G's step scores its fakes with D as it was before D's step (a
-        # copy, hooks-free), so all of it but the update can overlap D's step.
+        # copy, hooks-free, of its weights alone), so all of it but the update can overlap D's.
         self.critic_snapshot = critic_snapshot
         if critic_snapshot is not None:
             critic_snapshot.requires_grad_(False)
+            shapes = [p.shape for p in critic_snapshot.parameters()]
+            if shapes != [p.shape for p in critic.module.parameters()]:
+                raise ValueError("the discriminator's snapshot does not have D's shape")
         self.generator_average = (
             AveragedModel(generator, multi_avg_fn=_geometric_average(generator_ema))
             if generator_ema > 0
@@ -204,13 +209,15 @@ class CGANTrainer:
         return self._pool is not None
 
     def prepare_generator_step(self, beside: bool = True) -> None:
-        """Compute the half of the next generator step that needs G alone (its marginal loss
-        and gradient, and the fake rows D will score); with ``beside``, on a second thread
-        while the discriminator step runs, so that on a 2-core CPU the two halves overlap.
-        Neither half touches the other's tensors (D's step reads G's weights and draws its
-        fakes from the secret source; this half writes G's gradients and draws from the public
-        stream, in the order a sequential step does): the result is the same either way, bit
-        for bit (tested in float32 and bfloat16). :meth:`generator_step` waits for it.
+        """Compute the half of the next generator step that can run before D's step is done:
+        its marginal loss and gradient, and the fake rows D will score (and with simultaneous
+        steps their adversarial loss and gradient through D's snapshot, taken here, on this
+        thread, before D's step starts); with ``beside``, on a second thread while the
+        discriminator step runs, so that on a 2-core CPU the two overlap. Neither touches the
+        other's tensors (D's step reads G's weights and draws its fakes from the secret source;
+        this half reads the snapshot, writes G's gradients and draws from the public stream, in
+        the order a sequential step does): the result is the same either way, bit for bit
+        (tested in float32 and bfloat16). :meth:`generator_step` waits for it.
         """
         if self._generator_half is not None:
             raise RuntimeError("a generator half is already prepared and not yet used")
@@ -225,7 +232,8 @@ class CGANTrainer:
         self._generator_half = self._pool.submit(self._generator_inputs)
 
     def _generator_inputs(self) -> _GeneratorInputs:
-        """G's gradient of the marginal loss, and a fake batch through G (its graph kept)."""
+        """G's gradient of the marginal loss, and a fake batch through G; with simultaneous
+        steps, the fakes' adversarial loss through D's snapshot and its gradient too."""
         self.generator_optimizer.zero_grad(set_to_none=True)
         marginal_loss = 0.0
         if self.marginal_weight > 0:
@@ -254,13 +262,16 @@ class CGANTrainer:
 
     def generator_step(self) -> tuple[float, float]:
         """One step of the non-saturating generator loss through the frozen discriminator
-        (as it is after the discriminator step), plus the marginal loss.
+        (as it is after the discriminator step, or with simultaneous steps its snapshot from
+        before it), plus the marginal loss.
 
         Returns G's loss and D's loss on the same fresh fake batch: both depend on private data
         only through D, so (unlike any loss on real rows) they are safe to report.
         """
         half, self._generator_half = self._generator_half, None
         if half is None:
+            if self.critic_snapshot is not None:  # a snapshot now would be D after its step
+                raise RuntimeError("simultaneous steps: prepare_generator_step comes first")
             half = self._generator_inputs()
         elif isinstance(half, Future):
             half = half.result()

@@ -205,7 +205,9 @@ def test_a_run_recorded_before_a_setting_existed_resumes_as_it_ran(
         "simultaneous_steps": False,
     }
     assert {key: train[key] for key in ran} == ran
-    assert json.loads((run / "metrics.json").read_text())["generator_average_steps"] == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["generator_average_steps"] == 0
+    assert metrics["simultaneous_steps"] is False  # this table's batch would take them now
 
 
 def test_damaged_run_record_is_a_one_line_error(tmp_path, small_adult):

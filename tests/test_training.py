@@ -237,7 +237,8 @@ def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(
     step written out in order, through D after its step (or, simultaneous, before it), up to
     the order of float sums (its two backward passes add their gradients): the halves share
     no tensor, each stream is drawn from in the same order, and the snapshot is D's weights
-    as they were when the step began, though D's step updates D while G's half reads it."""
+    as they were when the step began: beside, G's adversarial loss is taken only once D's
+    step has updated D (its own storage, no gradient, no graph: D's gradients stay D's)."""
     monkeypatch.setattr(training, "_spare_core", lambda: True)
     monkeypatch.setattr(training, "native_bf16", lambda device: True)
     ways = ("before", "beside") if bf16 else ("before", "beside", "in order")
@@ -245,8 +246,18 @@ def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(
     for way in ways:
         trainer, generator = small_trainer(bf16, 0.9, simultaneous=simultaneous)
         assert trainer.bf16_generator_step == bf16
-        d_started = threading.Event()
+        d_started, d_updated = threading.Event(), threading.Event()
         fakes, inputs = trainer.secret_fakes, trainer._generator_inputs
+        adversarial, critic_step = trainer._adversarial_loss, trainer.critic.step
+
+        def updated_step(per_pair, critic_step=critic_step, d_updated=d_updated):
+            critic_step(per_pair)
+            d_updated.set()
+
+        def after_the_update(discriminator, half, adversarial=adversarial, d_updated=d_updated):
+            if threading.current_thread() is not threading.main_thread():
+                assert d_updated.wait(5)  # D's weights have moved on; the snapshot has not
+            return adversarial(discriminator, half)
 
         def secret_fakes(n, fakes=fakes, d_started=d_started):
             d_started.set()
@@ -259,18 +270,29 @@ def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(
             return inputs()
 
         trainer.secret_fakes, trainer._generator_inputs = secret_fakes, overlapping
+        trainer.critic.step, trainer._adversarial_loss = updated_step, after_the_update
         losses = []
         for _ in range(3):
             if way == "in order":
                 losses.append(_one_step_in_order(trainer, simultaneous))
                 continue
             d_started.clear()
+            d_updated.clear()
             trainer.prepare_generator_step(beside=way == "beside")
+            if simultaneous:  # taken here, on this thread, before D's step starts
+                taken = trainer.critic_snapshot.parameters()
+                pairs = zip(taken, trainer.critic.module.parameters(), strict=True)
+                assert all(torch.equal(copy, weights) for copy, weights in pairs)
             trainer.discriminator_step()
             losses.append(trainer.generator_step())
         trainer.close()
         trainer.finish()
         critic = trainer.critic.module
+        if simultaneous:
+            snapshot = list(trainer.critic_snapshot.parameters())
+            pointers = {p.data_ptr() for p in critic.parameters()}
+            assert not pointers & {p.data_ptr() for p in snapshot}
+            assert all(p.grad is None and p.grad_fn is None for p in snapshot)
         runs[way] = (losses, [*generator.parameters(), *critic.parameters()])
     assert places["before"] == {(threading.main_thread().name, False)}
     assert places["beside"] and all(
