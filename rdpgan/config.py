@@ -219,8 +219,8 @@ class TrainConfig:
     # function of G's iterates alone, so it costs no privacy.
     generator_ema: float = 0.99
     # G's step scores its fakes with D as it was before D's step (a copy), so that all of it
-    # but G's update runs beside the private D step on a second core: ~20% off a default Adult
-    # run on 2 cores. null: where D's expected batch reaches batch_size (tables of ~5,000 rows
+    # but G's update runs beside the private D step on a second core: a fifth off a default
+    # Adult run on 2 cores (results/speed.md). null: where D's expected batch reaches batch_size (tables of ~5,000 rows
     # or more); on the smallest table tried (1,319 rows) it cost AUROC and fidelity
     # (results/tuning_fidelity.csv, round 25).
     simultaneous_steps: bool | None = None
