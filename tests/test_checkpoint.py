@@ -181,6 +181,8 @@ def test_a_run_recorded_before_a_setting_existed_resumes_as_it_ran(
     an average it does not hold, and run G's step in bfloat16."""
     run = tmp_path / "run"
     shutil.copytree(trained_run, run)
+    # Today's settings take simultaneous steps on this table; the record's absent one must not.
+    assert json.loads((run / "metrics.json").read_text())["simultaneous_steps"] is True
     slot = run / json.loads((run / "checkpoint.json").read_text())["weights"]
     tensors = torch.load(slot, weights_only=True)
     del tensors["generator_average"]
@@ -207,7 +209,7 @@ def test_a_run_recorded_before_a_setting_existed_resumes_as_it_ran(
     assert {key: train[key] for key in ran} == ran
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["generator_average_steps"] == 0
-    assert metrics["simultaneous_steps"] is False  # this table's batch would take them now
+    assert metrics["simultaneous_steps"] is False
 
 
 def test_damaged_run_record_is_a_one_line_error(tmp_path, small_adult):
