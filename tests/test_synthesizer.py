@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rdpgan import DPCGAN, measure, postprocess, sampler
+from rdpgan import DPCGAN, fitting, measure, postprocess, sampler
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
@@ -510,6 +510,32 @@ def test_simultaneous_steps_where_the_expected_batch_reaches_the_batch_size(
     model.fit(toy_table(1200), "y", SCHEMA)
     assert model.metrics["simultaneous_steps"] is simultaneous
     assert model.metrics["discriminator_steps"] == 3
+
+
+def test_the_snapshot_draws_nothing_from_the_public_stream(monkeypatch):
+    """Training starts from the same public random state with or without D's snapshot: a
+    resumed run, which restores that state from its checkpoint, then continues it as saved."""
+
+    class Started(Exception):
+        pass
+
+    states = {}
+
+    def capture(trainer, simultaneous):
+        assert (trainer.critic_snapshot is not None) is simultaneous
+        states[simultaneous] = torch.get_rng_state()
+        raise Started
+
+    privacy = PrivacyConfig(noise_seed=0)  # the same releases, so the same networks' shapes
+    for simultaneous in (False, True):
+        monkeypatch.setattr(
+            fitting, "run_steps", lambda trainer, *_, s=simultaneous: capture(trainer, s)
+        )
+        train = TrainConfig(steps=3, batch_size=40, progress=False, simultaneous_steps=simultaneous)
+        model = DPCGAN(4.0, privacy=privacy, model=SMALL["model"], train=train, device="cpu")
+        with pytest.raises(Started):
+            model.fit(toy_table(1200), "y", SCHEMA)
+    assert torch.equal(states[False], states[True])
 
 
 def test_a_table_whose_expected_batch_is_one_row_still_trains():
