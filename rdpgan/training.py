@@ -152,11 +152,13 @@ class CGANTrainer:
         # Simultaneous steps: G's step scores its fakes with D as it was before D's step (a
         # copy, hooks-free, of its weights alone), so all of it but the update can overlap D's.
         self.critic_snapshot = critic_snapshot
+        self._snapshot_copies: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         if critic_snapshot is not None:
             critic_snapshot.requires_grad_(False)
-            shapes = [p.shape for p in critic_snapshot.parameters()]
-            if shapes != [p.shape for p in critic.module.parameters()]:
+            copies = list(critic_snapshot.parameters()), list(critic.module.parameters())
+            if [p.shape for p in copies[0]] != [p.shape for p in copies[1]]:
                 raise ValueError("the discriminator's snapshot does not have D's shape")
+            self._snapshot_copies = copies
         self.generator_average = (
             AveragedModel(generator, multi_avg_fn=_geometric_average(generator_ema))
             if generator_ema > 0
@@ -221,11 +223,9 @@ class CGANTrainer:
         """
         if self._generator_half is not None:
             raise RuntimeError("a generator half is already prepared and not yet used")
-        if self.critic_snapshot is not None:
+        if self._snapshot_copies is not None:
             with torch.no_grad():
-                torch._foreach_copy_(
-                    list(self.critic_snapshot.parameters()), list(self.critic.module.parameters())
-                )
+                torch._foreach_copy_(*self._snapshot_copies)
         if self._pool is None or not beside:
             self._generator_half = self._generator_inputs()
             return
@@ -244,13 +244,14 @@ class CGANTrainer:
             fake_x, fake_y, codes = self.fake(self.fake_batch)
         half = _GeneratorInputs(fake_x, fake_y, codes, marginal_loss)
         if self.critic_snapshot is not None:
-            half.adversarial = self._adversarial_loss(self.critic_snapshot, half)
-            half.adversarial[0].backward()
+            half.adversarial = self._adversarial_backward(self.critic_snapshot, half)
         return half
 
-    def _adversarial_loss(
+    def _adversarial_backward(
         self, discriminator: nn.Module, half: _GeneratorInputs
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The non-saturating loss (and the class loss) of ``half``'s fakes through
+        ``discriminator``, its gradient added to G's; returns it and D's logits."""
         with self.generator_step_precision():
             logits, class_logits = discriminator(half.fake_x, half.fake_y)
         logits = logits.float()
@@ -258,6 +259,7 @@ class CGANTrainer:
         if class_logits is not None:  # rows of class y should look like class y to D
             class_loss = F.cross_entropy(class_logits.float(), half.codes)
             loss = loss + self.auxiliary_weight * class_loss
+        loss.backward()
         return loss, logits
 
     def generator_step(self) -> tuple[float, float]:
@@ -277,8 +279,7 @@ class CGANTrainer:
             half = half.result()
         if half.adversarial is None:
             with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
-                half.adversarial = self._adversarial_loss(discriminator, half)
-                half.adversarial[0].backward()
+                half.adversarial = self._adversarial_backward(discriminator, half)
         loss, logits = half.adversarial
         distributed.reduce_gradients(self.generator, average=True)
         self.generator_optimizer.step()

@@ -248,7 +248,7 @@ def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(
         assert trainer.bf16_generator_step == bf16
         d_started, d_updated = threading.Event(), threading.Event()
         fakes, inputs = trainer.secret_fakes, trainer._generator_inputs
-        adversarial, critic_step = trainer._adversarial_loss, trainer.critic.step
+        adversarial, critic_step = trainer._adversarial_backward, trainer.critic.step
 
         def updated_step(per_pair, critic_step=critic_step, d_updated=d_updated):
             critic_step(per_pair)
@@ -270,7 +270,7 @@ def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(
             return inputs()
 
         trainer.secret_fakes, trainer._generator_inputs = secret_fakes, overlapping
-        trainer.critic.step, trainer._adversarial_loss = updated_step, after_the_update
+        trainer.critic.step, trainer._adversarial_backward = updated_step, after_the_update
         losses = []
         for _ in range(3):
             if way == "in order":
