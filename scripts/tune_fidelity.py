@@ -65,6 +65,10 @@ CANDIDATES: dict[str, list[str]] = {
     # reaches batch_size (credit_data's 445 and smaller tables keep alternating steps).
     "default25": [],
     "simultaneous": ["train.simultaneous_steps=true"],
+    # Round 26 (issue 29's AVX2 bar): the marginal loss's rows per class halved, which takes
+    # a fifth off the generator's half of a step (its G forward and backward on those rows).
+    "default26": [],
+    "marginal_rows64": ["model.marginal_rows=64"],
 }
 
 
