@@ -94,6 +94,31 @@ class _GeneratorInputs:
     # With a discriminator snapshot (simultaneous steps): the adversarial loss through it,
     # its gradient already in G's ``grad`` too, and D's logits on the fakes.
     adversarial: tuple[torch.Tensor, torch.Tensor] | None = None
+    # Once G's update is done (beside D's step: on the generator's thread), G's loss and D's
+    # loss on the fakes.
+    losses: tuple[float, float] | None = None
+
+
+class _FakesGate:
+    """Holds G's update, on the generator's thread, until D's step has drawn its fakes from G
+    (as it does in order: from G's weights before the update), or called off if D's step
+    failed before."""
+
+    def __init__(self) -> None:
+        self._drawn = threading.Event()
+        self._called_off = False
+
+    def open(self) -> None:
+        self._drawn.set()
+
+    def call_off(self) -> None:
+        self._called_off = True
+        self._drawn.set()
+
+    def passed(self) -> bool:
+        """Wait for D's fakes; whether the update may go ahead."""
+        self._drawn.wait()
+        return not self._called_off
 
 
 class CGANTrainer:
@@ -149,8 +174,10 @@ class CGANTrainer:
             ThreadPoolExecutor(1, thread_name_prefix="rdpgan-generator") if _spare_core() else None
         )
         self._generator_half: _GeneratorInputs | Future[_GeneratorInputs] | None = None
+        self._fakes_gate: _FakesGate | None = None
         # Simultaneous steps: G's step scores its fakes with D as it was before D's step (a
-        # copy, hooks-free, of its weights alone), so all of it but the update can overlap D's.
+        # copy, hooks-free, of its weights alone), so all of it can overlap D's (the update
+        # once D's step has drawn its fakes from G).
         self.critic_snapshot = critic_snapshot
         self._snapshot_copies: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         if critic_snapshot is not None:
@@ -181,6 +208,9 @@ class CGANTrainer:
         rows = self.secret.poisson_indices(self.features.shape[0], self.sample_rate)
         index = torch.as_tensor(rows, device=self.features.device)
         fake_x, fake_y = self.secret_fakes(len(index))
+        gate, self._fakes_gate = self._fakes_gate, None
+        if gate is not None:  # G's weights are read: its update, on its thread, may go ahead
+            gate.open()
         pair_x = torch.stack([self.features[index], fake_x], dim=1)
         pair_y = torch.stack([self.one_hot[index], fake_y], dim=1)
         self.critic.zero_grad()
@@ -219,7 +249,9 @@ class CGANTrainer:
         other's tensors (D's step reads G's weights and draws its fakes from the secret source;
         this half reads the snapshot, writes G's gradients and draws from the public stream, in
         the order a sequential step does): the result is the same either way, bit for bit
-        (tested in float32 and bfloat16). :meth:`generator_step` waits for it.
+        (tested in float32 and bfloat16). With simultaneous steps beside, G's update follows
+        on the same thread once D's step has drawn its fakes from G. :meth:`generator_step`
+        waits for it.
         """
         if self._generator_half is not None:
             raise RuntimeError("a generator half is already prepared and not yet used")
@@ -229,7 +261,21 @@ class CGANTrainer:
         if self._pool is None or not beside:
             self._generator_half = self._generator_inputs()
             return
-        self._generator_half = self._pool.submit(self._generator_inputs)
+        if self.critic_snapshot is None or distributed.world_size() > 1:
+            self._generator_half = self._pool.submit(self._generator_inputs)
+            return
+        # Simultaneous steps in one process: G's update needs nothing of D's step but its
+        # fakes, so it too runs beside (one process only: a collective on this thread could
+        # interleave with D's on the main thread in another order on each rank).
+        self._fakes_gate = _FakesGate()
+        self._generator_half = self._pool.submit(self._whole_generator_step, self._fakes_gate)
+
+    def _whole_generator_step(self, gate: _FakesGate) -> _GeneratorInputs:
+        """G's half, then (once D's step has drawn its fakes from G) its update."""
+        half = self._generator_inputs()
+        if gate.passed():
+            half.losses = self._update_generator(half)
+        return half
 
     def _generator_inputs(self) -> _GeneratorInputs:
         """G's gradient of the marginal loss, and a fake batch through G; with simultaneous
@@ -277,6 +323,13 @@ class CGANTrainer:
             half = self._generator_inputs()
         elif isinstance(half, Future):
             half = half.result()
+        if half.losses is None:
+            half.losses = self._update_generator(half)
+        return half.losses
+
+    def _update_generator(self, half: _GeneratorInputs) -> tuple[float, float]:
+        """G's update from ``half`` (its adversarial loss through D after D's step, unless
+        already taken through the snapshot), and its moving average; G's and D's losses."""
         if half.adversarial is None:
             with self.critic.frozen() as discriminator:  # backward inside: D's hooks stay off
                 half.adversarial = self._adversarial_backward(discriminator, half)
@@ -290,7 +343,11 @@ class CGANTrainer:
 
     def discard_prepared(self) -> None:
         """Wait for a prepared generator half that will not be used (the discriminator step
-        failed or was interrupted), so that no thread is left writing G's gradients."""
+        failed or was interrupted), so that no thread is left writing G's gradients (or, once
+        D's fakes were drawn, its weights)."""
+        gate, self._fakes_gate = self._fakes_gate, None
+        if gate is not None:  # D's step failed before drawing its fakes: G keeps its weights
+            gate.call_off()
         half, self._generator_half = self._generator_half, None
         if isinstance(half, Future):
             wait([half])

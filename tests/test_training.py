@@ -4,6 +4,7 @@ pairs), and which of its steps may run in bfloat16."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -305,6 +306,55 @@ def test_the_generator_half_run_beside_the_discriminator_step_changes_nothing(
         np.testing.assert_allclose(runs["beside"][0], runs["in order"][0], rtol=1e-5)
         for got, want in zip(runs["beside"][1], runs["in order"][1], strict=True):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_simultaneous_steps_beside_update_g_on_its_thread_only_after_d_drew_its_fakes(
+    monkeypatch,
+):
+    """With simultaneous steps beside D's step, G's update runs on the generator's thread,
+    but only once D's step has drawn its fakes from G: D's fakes come from G's weights before
+    the update, as in order (the test above gives the same bits only while the update is not
+    early). Here D's fakes are slow to start, so an update that did not wait would land
+    while they are drawn. If D's step fails before its fakes, G keeps its weights."""
+    monkeypatch.setattr(training, "_spare_core", lambda: True)
+    trainer, generator = small_trainer(False, 0.9, simultaneous=True)
+    fakes, update = trainer.secret_fakes, trainer._update_generator
+    unchanged, updated_on = [], []
+
+    def slow_fakes(n):
+        before = [p.detach().clone() for p in generator.parameters()]
+        time.sleep(0.3)  # G's half, on its thread, is done well before
+        drawn = fakes(n)
+        unchanged.append(all(map(torch.equal, before, generator.parameters())))
+        return drawn
+
+    def recorded_update(half):
+        updated_on.append(threading.current_thread().name)
+        return update(half)
+
+    trainer.secret_fakes, trainer._update_generator = slow_fakes, recorded_update
+    for _ in range(2):
+        weights = [p.detach().clone() for p in generator.parameters()]
+        trainer.prepare_generator_step(beside=True)
+        trainer.discriminator_step()
+        trainer.generator_step()
+        assert not all(map(torch.equal, weights, generator.parameters()))  # G did step
+    assert unchanged == [True, True]
+    assert len(updated_on) == 2 and all(n.startswith("rdpgan-generator") for n in updated_on)
+
+    def failing_fakes(n):
+        time.sleep(0.1)
+        raise RuntimeError("D's step failed")
+
+    trainer.secret_fakes = failing_fakes
+    weights = [p.detach().clone() for p in generator.parameters()]
+    trainer.prepare_generator_step(beside=True)
+    with pytest.raises(RuntimeError, match="D's step failed"):
+        trainer.discriminator_step()
+    trainer.discard_prepared()
+    trainer.close()
+    assert all(map(torch.equal, weights, generator.parameters()))
+    assert len(updated_on) == 2
 
 
 @pytest.mark.parametrize("faster", [True, False])
