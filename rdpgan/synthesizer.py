@@ -98,14 +98,15 @@ class DPCGAN(FittedModel):
         fitting.charge_schema(self, release, directory)
 
     def sample(
-        self, n: int | None = None, label: Any = None, seed: int | None = None
+        self, n: int | None = None, label: Any = None, seed: int | None = None, workers: int = 1
     ) -> pd.DataFrame:
         """Draw ``n`` synthetic rows (default: the released size of the training table).
 
         ``label`` fixes the condition to one class; otherwise labels follow the released
-        (noisy) label frequencies.
+        (noisy) label frequencies. ``workers`` threads generate them (the rows do not depend
+        on it).
         """
-        return self.sampler.sample(n, label, seed)
+        return self.sampler.sample(n, label, seed, workers)
 
     def sample_arrow(
         self, n: int | None = None, label: Any = None, seed: int | None = None

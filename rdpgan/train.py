@@ -50,6 +50,7 @@ from rdpgan.runs import (
     release_run_tables,
     require_held_out,
 )
+from rdpgan.sampler import spare_workers
 from rdpgan.synthesizer import DPCGAN
 from rdpgan.threads import apply_thread_policy
 from rdpgan.training import TrainingInterrupted
@@ -187,7 +188,7 @@ def finish(
     """Sample and write the outputs (``synthetic.csv`` last: its presence means 'done', so a
     run killed before it resumes to write them all, the privacy warning included), and the
     held-out rows as ``test.csv`` when the run holds any out."""
-    synthetic = model.sample(cfg.sample.n)
+    synthetic = model.sample(cfg.sample.n, workers=spare_workers())  # nothing else runs now
     assert model.ledger is not None
 
     def write_all() -> None:

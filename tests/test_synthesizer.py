@@ -240,6 +240,21 @@ def test_sampling_in_blocks_keeps_the_count_the_class_shares_and_the_seed(monkey
     assert (model.sample(901, label=1, seed=2)["y"] == 1).all()
 
 
+def test_threads_generating_a_sample_do_not_change_its_rows(monkeypatch):
+    """Each generator pass draws from a stream of its own: two threads give the rows one
+    gives, and a pass's stream is not its neighbour's (fails if the passes shared one)."""
+    monkeypatch.setattr(sampler, "SAMPLE_CHUNK", 64)  # many passes per class
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+    model.fit(toy_table(), "y", SCHEMA)
+    one = model.sample(1000, seed=3)
+    pd.testing.assert_frame_equal(model.sample(1000, seed=3, workers=2), one)
+    pd.testing.assert_frame_equal(model.sample(1000, seed=3, workers=3), one)
+    assert not model.sample(1000, seed=4, workers=2).equals(one)
+    labels = np.zeros(128, dtype=np.int64)  # two passes of one class: different rows
+    codes = model.sampler.generate(labels, np.random.default_rng(0))
+    assert not np.array_equal(codes[:64], codes[64:])
+
+
 def test_tilt_sampling_takes_python_and_numpy_booleans_and_null():
     for tilt in (True, False, None, np.True_):
         assert DPCGAN(model=ModelConfig(tilt_sampling=tilt)).model_config.tilt_sampling == tilt
@@ -260,9 +275,9 @@ def test_the_rows_generated_at_once_are_bounded_whatever_the_pool(monkeypatch):
     generated: list[int] = []
     generate = sampler.Sampler.generate
 
-    def counted(self, labels, rng):
+    def counted(self, labels, rng, workers):
         generated.append(len(labels))
-        return generate(self, labels, rng)
+        return generate(self, labels, rng, workers)
 
     monkeypatch.setattr(sampler.Sampler, "generate", counted)
     assert len(model.sample(1001, seed=5)) == 1001
@@ -286,7 +301,9 @@ def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_pa
     monkeypatch.setattr(
         sampler.Sampler,
         "generate",
-        lambda self, labels, rng: generated.append(len(labels)) or real_generate(self, labels, rng),
+        lambda self, labels, rng, workers: (
+            generated.append(len(labels)) or real_generate(self, labels, rng, workers)
+        ),
     )
     share = noise / model.released_rows
     for scale, pool, tilted in ((1.01, sampler.RAKING_POOL, True), (0.99, 1, False)):
