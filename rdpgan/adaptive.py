@@ -90,7 +90,7 @@ def measure_where_wrong(
     sizes = table_sizes(model.transformer.features, measure.PAIR_BINS)
     maps = model.marginals.maps
     coarse = measure.coarsen(model.transformer.codes(features), maps)
-    # (After training: the generator's thread is idle, so every core generates.)
+    # (After training, with nothing else running: generated on up to two cores.)
     generated = model.sampler.parts(GENERATED_ROWS, None, model.seed, sampler.spare_workers())[1]
     coarse_generated = measure.coarsen(generated, maps)
     scale = model.released_rows / len(coarse_generated)

@@ -219,10 +219,11 @@ class TrainConfig:
     # function of G's iterates alone, so it costs no privacy.
     generator_ema: float = 0.99
     # G's step scores its fakes with D as it was before D's step (a copy), so that all of it
-    # runs beside the private D step on a second core (its update once D has drawn its fakes
-    # from G): a fifth off a default Adult run on 2 cores (results/speed.md). null: where D's
-    # expected batch reaches batch_size (tables of ~5,000 rows or more); on the smallest table
-    # tried (1,319 rows) it cost AUROC and fidelity (results/tuning_fidelity.csv, round 25).
+    # runs beside the private D step on a second core (in one process its update too, once D
+    # has drawn its fakes from G): a fifth off a default Adult run on 2 cores
+    # (results/speed.md). null: where D's expected batch reaches batch_size (tables of ~5,000
+    # rows or more); on the smallest table tried (1,319 rows) it cost AUROC and fidelity
+    # (results/tuning_fidelity.csv, round 25).
     simultaneous_steps: bool | None = None
     progress: bool = True
     # Save the training state at most every N discriminator steps (0: no limit in steps) ...

@@ -55,6 +55,9 @@ TILT_NOISE_LIMIT = 4.3e-3
 # its residual error on a column's expected distribution is of order 1/sqrt(rows) of a
 # code's spread over z, below the noise of the released marginals on Adult.
 TILT_ROWS = 8_192
+# Held while a call generates on several threads under a one-thread BLAS limit (a process-wide
+# setting: two such calls at once would restore each other's limits out of order).
+_BLAS_LIMIT = threading.Lock()
 # The tilt's latent draws come from SeedSequence([model seed, TILT_STREAM]): fixed by the
 # model, apart from every sampling call's own stream.
 TILT_STREAM = 0x7117
@@ -77,6 +80,12 @@ def check_sample_pool(name: str, pool: int | None) -> None:
         raise UserInputError(f"{name} must be a whole number, got {pool!r}")
     if not 1 <= pool <= RAKING_ROWS:
         raise UserInputError(f"{name} must be between 1 and {RAKING_ROWS}, got {pool}")
+
+
+def check_workers(workers: int) -> None:
+    """A whole number of threads from 1, checked before any work."""
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+        raise UserInputError(f"workers must be a positive integer, got {workers!r}")
 
 
 def check_seed(name: str, seed: int) -> None:
@@ -143,11 +152,11 @@ class Sampler:
         return self.transformer.decode_parts(*self.parts(n, label, seed, workers))
 
     def sample_arrow(
-        self, n: int | None = None, label: Any = None, seed: int | None = None
+        self, n: int | None = None, label: Any = None, seed: int | None = None, workers: int = 1
     ) -> pa.Table:
         """:meth:`sample`'s rows as an Arrow table (what files of millions of rows are written
         from, without a Python object per string)."""
-        return self.transformer.decode_arrow(*self.parts(n, label, seed))
+        return self.transformer.decode_arrow(*self.parts(n, label, seed, workers))
 
     def parts(
         self, n: int | None, label: Any, seed: int | None, workers: int = 1
@@ -163,6 +172,7 @@ class Sampler:
             )
         seed = self.seed if seed is None else seed
         check_seed("the sampling seed", seed)
+        check_workers(workers)
         probs = np.asarray(self.label_probs, dtype=float)
         only = None
         if label is not None:
@@ -217,8 +227,9 @@ class Sampler:
         self, labels: np.ndarray, rng: np.random.Generator, workers: int = 1
     ) -> np.ndarray:
         """The codes of one generated row per label, each class's rows in passes of their own
-        (with the class's tilt), each pass with a stream of its own spawned from ``rng``, so
-        that ``workers`` threads (each with one BLAS thread) give the same rows as one."""
+        (with the class's tilt), each pass with a stream of its own seeded from ``rng``'s
+        draws (so calls with the same seed but different ``n`` or blocks do not share them),
+        so that ``workers`` threads (each with one BLAS thread) give the same rows as one."""
         generator = self.generator
         tilts = self.class_tilts()
         codes = np.empty((len(labels), len(generator.layout.block_order)), dtype=np.int64)
@@ -228,7 +239,7 @@ class Sampler:
             for chosen in [np.flatnonzero(labels == label)]
             for start in range(0, len(chosen), SAMPLE_CHUNK)
         ]
-        streams = rng.spawn(len(passes))
+        streams = [np.random.default_rng(s) for s in rng.integers(0, 2**63, len(passes)).tolist()]
 
         def generate_pass(index: int) -> None:
             (label, rows), stream = passes[index], streams[index]
@@ -242,8 +253,13 @@ class Sampler:
             for index in range(len(passes)):
                 generate_pass(index)
             return codes
-        with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
-            list(pool.map(generate_pass, range(len(passes))))  # re-raises a pass's error
+        # BLAS's thread count is the process's: one limit at a time (concurrent calls queue).
+        with _BLAS_LIMIT, threadpool_limits(1, user_api="blas"):
+            pool = ThreadPoolExecutor(workers)
+            try:
+                list(pool.map(generate_pass, range(len(passes))))  # re-raises a pass's error
+            finally:  # after an error (or Ctrl-C), the passes not yet started are dropped
+                pool.shutdown(cancel_futures=True)
         return codes
 
     def class_tilts(self) -> list[list[np.ndarray]] | None:

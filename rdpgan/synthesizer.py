@@ -109,8 +109,8 @@ class DPCGAN(FittedModel):
         return self.sampler.sample(n, label, seed, workers)
 
     def sample_arrow(
-        self, n: int | None = None, label: Any = None, seed: int | None = None
+        self, n: int | None = None, label: Any = None, seed: int | None = None, workers: int = 1
     ) -> pa.Table:
         """:meth:`sample`'s rows as an Arrow table (what files of millions of rows are written
         from, without a Python object per string)."""
-        return self.sampler.sample_arrow(n, label, seed)
+        return self.sampler.sample_arrow(n, label, seed, workers)

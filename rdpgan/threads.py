@@ -8,10 +8,10 @@ and loaded). OpenMP's threads
 also wait passively (``OMP_WAIT_POLICY=PASSIVE``, set in ``rdpgan/__init__.py`` before torch
 loads OpenMP) so an idle one never spins on a core another process needs. The second core is
 used another way: the half of each generator step that can run before the discriminator step
-is done (with simultaneous steps all of it, the update once D's step has drawn its fakes from
-G) runs on a thread of its own beside that step (``CGANTrainer.prepare_generator_step``),
-where timing both ways shows it faster (``training._Pacer``: not when another process holds
-the core; ``results/speed.md``).
+is done (with simultaneous steps all of it, in one process the update too once D's step has
+drawn its fakes from G) runs on a thread of its own beside that step
+(``CGANTrainer.prepare_generator_step``), where timing both ways shows it faster
+(``training._Pacer``: not when another process holds the core; ``results/speed.md``).
 """
 
 from __future__ import annotations

@@ -102,23 +102,30 @@ class _GeneratorInputs:
 class _FakesGate:
     """Holds G's update, on the generator's thread, until D's step has drawn its fakes from G
     (as it does in order: from G's weights before the update), or called off if D's step
-    failed before."""
+    failed before. The first of :meth:`open` and :meth:`call_off` decides; either may be
+    repeated (an interrupted caller's cleanup calls off a gate it may already have opened)."""
 
     def __init__(self) -> None:
-        self._drawn = threading.Event()
-        self._called_off = False
+        self._decided = threading.Event()
+        self._lock = threading.Lock()
+        self._go = False
 
     def open(self) -> None:
-        self._drawn.set()
+        self._decide(True)
 
     def call_off(self) -> None:
-        self._called_off = True
-        self._drawn.set()
+        self._decide(False)
+
+    def _decide(self, go: bool) -> None:
+        with self._lock:
+            if not self._decided.is_set():
+                self._go = go
+                self._decided.set()
 
     def passed(self) -> bool:
         """Wait for D's fakes; whether the update may go ahead."""
-        self._drawn.wait()
-        return not self._called_off
+        self._decided.wait()
+        return self._go
 
 
 class CGANTrainer:
@@ -208,9 +215,9 @@ class CGANTrainer:
         rows = self.secret.poisson_indices(self.features.shape[0], self.sample_rate)
         index = torch.as_tensor(rows, device=self.features.device)
         fake_x, fake_y = self.secret_fakes(len(index))
-        gate, self._fakes_gate = self._fakes_gate, None
-        if gate is not None:  # G's weights are read: its update, on its thread, may go ahead
-            gate.open()
+        if self._fakes_gate is not None:  # G's weights are read: its update may go ahead
+            self._fakes_gate.open()  # (opened before it is let go: a cleanup then finds it)
+            self._fakes_gate = None
         pair_x = torch.stack([self.features[index], fake_x], dim=1)
         pair_y = torch.stack([self.one_hot[index], fake_y], dim=1)
         self.critic.zero_grad()
@@ -241,7 +248,7 @@ class CGANTrainer:
         return self._pool is not None
 
     def prepare_generator_step(self, beside: bool = True) -> None:
-        """Compute the half of the next generator step that can run before D's step is done:
+        """Compute the part of the next generator step that can run before D's step is done:
         its marginal loss and gradient, and the fake rows D will score (and with simultaneous
         steps their adversarial loss and gradient through D's snapshot, taken here, on this
         thread, before D's step starts); with ``beside``, on a second thread while the
@@ -249,9 +256,10 @@ class CGANTrainer:
         other's tensors (D's step reads G's weights and draws its fakes from the secret source;
         this half reads the snapshot, writes G's gradients and draws from the public stream, in
         the order a sequential step does): the result is the same either way, bit for bit
-        (tested in float32 and bfloat16). With simultaneous steps beside, G's update follows
-        on the same thread once D's step has drawn its fakes from G. :meth:`generator_step`
-        waits for it.
+        (tested in float32 and bfloat16). With simultaneous steps beside (in one process),
+        G's update follows on the same thread once D's step has drawn its fakes from G, so
+        that thread then writes G's weights, Adam's state and the moving average too.
+        :meth:`generator_step` waits for it.
         """
         if self._generator_half is not None:
             raise RuntimeError("a generator half is already prepared and not yet used")
@@ -316,6 +324,9 @@ class CGANTrainer:
         Returns G's loss and D's loss on the same fresh fake batch: both depend on private data
         only through D, so (unlike any loss on real rows) they are safe to report.
         """
+        if self._fakes_gate is not None:  # no D step since the half was prepared: none waits
+            self._fakes_gate.open()
+            self._fakes_gate = None
         half, self._generator_half = self._generator_half, None
         if half is None:
             if self.critic_snapshot is not None:  # a snapshot now would be D after its step
@@ -326,6 +337,13 @@ class CGANTrainer:
         if half.losses is None:
             half.losses = self._update_generator(half)
         return half.losses
+
+    def _call_off_update(self) -> None:
+        """Call off G's update waiting on its thread for D's fakes (if D drew them, it has
+        gone ahead already)."""
+        if self._fakes_gate is not None:
+            self._fakes_gate.call_off()
+            self._fakes_gate = None
 
     def _update_generator(self, half: _GeneratorInputs) -> tuple[float, float]:
         """G's update from ``half`` (its adversarial loss through D after D's step, unless
@@ -345,15 +363,15 @@ class CGANTrainer:
         """Wait for a prepared generator half that will not be used (the discriminator step
         failed or was interrupted), so that no thread is left writing G's gradients (or, once
         D's fakes were drawn, its weights)."""
-        gate, self._fakes_gate = self._fakes_gate, None
-        if gate is not None:  # D's step failed before drawing its fakes: G keeps its weights
-            gate.call_off()
+        self._call_off_update()  # D's step failed before drawing its fakes: G keeps its weights
         half, self._generator_half = self._generator_half, None
         if isinstance(half, Future):
             wait([half])
 
     def close(self) -> None:
-        """Stop the generator's thread (idempotent)."""
+        """Stop the generator's thread (idempotent), calling off an update still waiting for a
+        D step."""
+        self._call_off_update()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -549,7 +567,9 @@ def run_steps(
     quantities that are private by post-processing (losses on generated rows, epsilon so
     far), so ``metrics.json`` can be shared. Ctrl-C stops after the current step with a
     checkpoint (when checkpointing) and raises
-    :class:`TrainingInterrupted`.
+    :class:`TrainingInterrupted`. A step that fails raises with nothing saved after the last
+    checkpoint (with simultaneous steps beside, G may have taken that step's update once D's
+    step drew its fakes; no checkpoint ever holds it).
     """
     n_critic = config.n_critic
     steps_per_epoch = max(1, round(1.0 / trainer.sample_rate))
@@ -565,9 +585,9 @@ def run_steps(
             generator_step = step % n_critic == 0
             start = time.perf_counter()
             beside = generator_step and pacer is not None and pacer.beside()
-            if generator_step:
-                trainer.prepare_generator_step(beside)
             try:
+                if generator_step:
+                    trainer.prepare_generator_step(beside)
                 trainer.discriminator_step()
             except BaseException:
                 trainer.discard_prepared()

@@ -6,6 +6,8 @@ import copy
 import json
 import math
 import pickle
+import threading
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -16,6 +18,7 @@ import torch
 from rdpgan import DPCGAN, fitting, measure, postprocess, sampler
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.errors import UserInputError
+from rdpgan.frozen import FrozenGenerator
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 
 SCHEMA = [
@@ -247,12 +250,25 @@ def test_threads_generating_a_sample_do_not_change_its_rows(monkeypatch):
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
     model.fit(toy_table(), "y", SCHEMA)
     one = model.sample(1000, seed=3)
+    threads: set[int] = set()
+    sample_codes = FrozenGenerator.sample_codes
+
+    def recorded(self, *args):
+        threads.add(threading.get_ident())
+        time.sleep(0.01)  # long enough that a second worker takes a pass
+        return sample_codes(self, *args)
+
+    monkeypatch.setattr(FrozenGenerator, "sample_codes", recorded)
     pd.testing.assert_frame_equal(model.sample(1000, seed=3, workers=2), one)
+    assert len(threads) == 2  # the passes did run on two threads
     pd.testing.assert_frame_equal(model.sample(1000, seed=3, workers=3), one)
     assert not model.sample(1000, seed=4, workers=2).equals(one)
     labels = np.zeros(128, dtype=np.int64)  # two passes of one class: different rows
     codes = model.sampler.generate(labels, np.random.default_rng(0))
     assert not np.array_equal(codes[:64], codes[64:])
+    for workers in (0, 1.5, True):
+        with pytest.raises(UserInputError, match="workers must be a positive integer"):
+            model.sample(10, workers=workers)
 
 
 def test_tilt_sampling_takes_python_and_numpy_booleans_and_null():

@@ -315,7 +315,8 @@ def test_simultaneous_steps_beside_update_g_on_its_thread_only_after_d_drew_its_
     but only once D's step has drawn its fakes from G: D's fakes come from G's weights before
     the update, as in order (the test above gives the same bits only while the update is not
     early). Here D's fakes are slow to start, so an update that did not wait would land
-    while they are drawn. If D's step fails before its fakes, G keeps its weights."""
+    while they are drawn. If D's step fails before its fakes, or the trainer is closed with
+    none drawn, the update is called off (G keeps its weights) and the thread is let go."""
     monkeypatch.setattr(training, "_spare_core", lambda: True)
     trainer, generator = small_trainer(False, 0.9, simultaneous=True)
     fakes, update = trainer.secret_fakes, trainer._update_generator
@@ -346,13 +347,22 @@ def test_simultaneous_steps_beside_update_g_on_its_thread_only_after_d_drew_its_
         time.sleep(0.1)
         raise RuntimeError("D's step failed")
 
+    def bounded(cleanup):  # a cleanup that waits for a gate nobody decides never returns
+        worker = threading.Thread(target=cleanup, daemon=True)
+        worker.start()
+        worker.join(10)
+        assert not worker.is_alive(), "G's thread still waits for D's fakes"
+
     trainer.secret_fakes = failing_fakes
     weights = [p.detach().clone() for p in generator.parameters()]
     trainer.prepare_generator_step(beside=True)
     with pytest.raises(RuntimeError, match="D's step failed"):
         trainer.discriminator_step()
-    trainer.discard_prepared()
-    trainer.close()
+    bounded(trainer.discard_prepared)
+    trainer.discard_prepared()  # again (as an interrupted cleanup may): nothing left to do
+    assert all(map(torch.equal, weights, generator.parameters()))
+    trainer.prepare_generator_step(beside=True)  # and closed with no D step at all
+    bounded(trainer.close)
     assert all(map(torch.equal, weights, generator.parameters()))
     assert len(updated_on) == 2
 
