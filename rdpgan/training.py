@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 
 from rdpgan import distributed
 from rdpgan.checkpoint import Checkpointer
-from rdpgan.config import TrainConfig
+from rdpgan.config import ModelConfig, TrainConfig
 from rdpgan.frozen import width_buckets
 from rdpgan.marginals import Marginals
 from rdpgan.models import Generator, native_bf16
@@ -145,7 +145,7 @@ class CGANTrainer:
         auxiliary_weight: float = 0.0,
         marginals: Marginals | None = None,
         marginal_weight: float = 0.0,
-        marginal_rows: int = 128,
+        marginal_rows: int = ModelConfig.marginal_rows,
         bf16_generator_step: bool = False,
         generator_ema: float = 0.0,
         critic_snapshot: nn.Module | None = None,
