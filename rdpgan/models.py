@@ -139,7 +139,9 @@ class Generator(nn.Module):
         """A batch of encoded rows; ``hard`` (default: ``straight_through``) gives one-hots.
 
         ``uniform`` (shape :meth:`gumbel_shape`, values in (0, 1)) supplies the Gumbel noise;
-        by default it comes from torch's global generator.
+        by default it comes from torch's global generator. Without autograd (D's fakes), hard
+        rows skip the softmax the straight-through gradient needs: the same one-hots, their
+        1s exact.
         """
         hard = self.straight_through if hard is None else hard
         logits = self._logits(z, y)
@@ -151,6 +153,10 @@ class Generator(nn.Module):
             )
         # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
         noisy = logits.index_select(1, self.cells) - (-uniform.log()).log()
+        if hard and not torch.is_grad_enabled():  # no gradient to carry: the one-hots alone
+            chosen = self._block_argmax(noisy / self.gumbel_tau)
+            one_hot = torch.zeros_like(noisy).scatter_(1, chosen, 1.0)
+            return one_hot.index_select(1, self.span_cells)
         # Temperature does not move an argmax: one padded layout serves both.
         codes, chosen = self._softmax(noisy / self.gumbel_tau, argmax=hard)
         if chosen is not None:  # straight-through: one-hot forward, soft gradient backward
@@ -165,14 +171,9 @@ class Generator(nn.Module):
         blocks]: the cell of each block's largest value."""
         probs, chosen = [], []
         for (start, end), shape in zip(self.bucket_cells, self.bucket_shapes, strict=True):
-            view = cells[:, start:end]
-            padding = end - start < math.prod(shape)
-            if padding:  # padded cells get no probability; index_copy's backward is a gather
-                padded = view.new_full((len(cells), math.prod(shape)), float("-inf"))
-                view = padded.index_copy(1, self.bucket_index[start:end], view)
-            view = view.view(len(cells), *shape)
+            view = self._bucket(cells, start, end, shape)
             bucket_probs = torch.softmax(view, dim=-1).flatten(1)
-            if padding:
+            if end - start < math.prod(shape):
                 bucket_probs = bucket_probs.index_select(1, self.bucket_index[start:end])
             probs.append(bucket_probs)
             if argmax:
@@ -181,6 +182,28 @@ class Generator(nn.Module):
             return cells, cells.long() if argmax else None
         blocks = torch.cat(chosen, dim=1) + self.block_offsets if argmax else None
         return torch.cat(probs, dim=1), blocks
+
+    def _block_argmax(self, cells: torch.Tensor) -> torch.Tensor:
+        """[batch, blocks]: the cell of each block's largest value, as :meth:`_softmax` picks
+        it, without the softmax."""
+        if not self.bucket_shapes:  # a table without categorical codes
+            return cells.long()
+        chosen = [
+            self._bucket(cells, start, end, shape).argmax(-1)
+            for (start, end), shape in zip(self.bucket_cells, self.bucket_shapes, strict=True)
+        ]
+        return torch.cat(chosen, dim=1) + self.block_offsets
+
+    def _bucket(
+        self, cells: torch.Tensor, start: int, end: int, shape: tuple[int, int]
+    ) -> torch.Tensor:
+        """[batch, blocks, width]: one bucket's cells in its padded layout, padding at -inf
+        (no probability, never an argmax; index_copy's backward is a gather)."""
+        view = cells[:, start:end]
+        if end - start < math.prod(shape):
+            padded = view.new_full((len(cells), math.prod(shape)), float("-inf"))
+            view = padded.index_copy(1, self.bucket_index[start:end], view)
+        return view.view(len(cells), *shape)
 
     def code_probs(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """[batch, codes]: each block's code distribution given (z, y), blocks one after

@@ -228,3 +228,26 @@ def test_generator_blocks_are_each_blocks_own_gumbel_softmax(hard):
     # code_probs: every block's softmax (no Gumbel noise), blocks side by side in span order.
     expected = [torch.softmax(logits[:, start:end], 1) for start, end in WIDE_BLOCKS]
     torch.testing.assert_close(generator.code_probs(z, y), torch.cat(expected, dim=1))
+
+
+@pytest.mark.parametrize("spans", [SPANS, WIDE_SPANS])
+def test_hard_rows_without_a_graph_are_the_straight_through_rows_exactly_one_hot(spans):
+    """Without autograd (D's fakes), hard rows skip the softmax: the same cells as the
+    straight-through rows with a graph (one-hot forward values, up to the last bit of the
+    hot cell's 1 - p + p), each block exactly one 1. Padded buckets included (WIDE_SPANS)."""
+    torch.manual_seed(0)
+    width = spans[-1].end
+    generator = Generator(8, 2, [16], spans, width=width, straight_through=True)
+    z = torch.randn(300, 8)
+    y = torch.nn.functional.one_hot(torch.randint(0, 2, (300,)), 2).float()
+    uniform = torch.rand(generator.gumbel_shape(300)).clamp_min(2**-24)
+    with_graph = generator(z, y, uniform=uniform)
+    assert with_graph.requires_grad
+    with torch.no_grad():
+        fast = generator(z, y, uniform=uniform)
+    torch.testing.assert_close(fast, with_graph.detach(), rtol=0, atol=1e-6)
+    assert set(fast.unique().tolist()) == {0.0, 1.0}
+    for span in spans:
+        block = fast[:, span.start : span.end]
+        assert torch.equal(block.sum(1), torch.ones(300))
+        assert torch.equal(block.argmax(1), with_graph[:, span.start : span.end].argmax(1))
