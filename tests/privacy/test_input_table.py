@@ -20,6 +20,8 @@ of the column into missing), and the split was a permutation of all rows.
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -248,6 +250,50 @@ def test_the_split_of_a_larger_table_is_the_smaller_ones_plus_at_most_the_new_ro
     draws = row_draws(table, 0)
     assert 0.12 < (draws < 0.2).mean() < 0.28
     assert not np.array_equal(draws, row_draws(table, 1))
+
+
+def test_row_draws_hash_each_rows_cells_as_the_row_by_row_definition_does():
+    """The draws, computed column by column, are the keyed hash of each row's own cells as
+    JSON text (missing as null, else the value's str) read row by row: a split made by an
+    earlier version (a resume, an evaluation) is the same split. Every kind of column a
+    loaded table can hold, missing values of each kind included."""
+
+    def by_row(frame: pd.DataFrame, key: int) -> np.ndarray:
+        def cell(value: object) -> str | None:
+            missing = value is None or (not isinstance(value, str) and pd.isna(value))
+            return None if missing else str(value)
+
+        hash_key = hashlib.blake2b(f"rdpgan/split/v1:{key}".encode(), digest_size=32).digest()
+        texts = (
+            json.dumps([cell(v) for v in row], ensure_ascii=False)
+            for row in frame.itertuples(index=False, name=None)
+        )
+        return np.array(
+            [
+                int.from_bytes(
+                    hashlib.blake2b(t.encode(), key=hash_key, digest_size=8).digest(), "big"
+                )
+                / 2.0**64
+                for t in texts
+            ]
+        )
+
+    table = pd.DataFrame(
+        {
+            "int": [1, 2, 3, 4],
+            "float": [1.0, np.nan, 2.5, -0.0],
+            "text": ["a", None, 'é"x', "nan"],
+            "nullable": pd.array([1, None, 3, 4], dtype="Int64"),
+            "when": pd.to_datetime(
+                ["2020-01-01", None, "1999-12-31 10:00", "2020-01-01"], format="mixed"
+            ),
+            "flag": [True, False, True, False],
+            "kind": pd.Categorical(["x", "y", None, "x"]),
+        }
+    )
+    for key in (0, 7):
+        assert np.array_equal(row_draws(table, key), by_row(table, key))
+    assert np.array_equal(row_draws(table[[]], 0), by_row(table[[]], 0))  # no columns
 
 
 def test_test_size_zero_trains_on_every_row(tmp_path):
