@@ -9,6 +9,8 @@ to ``@hydra.main`` for the run directory, logging and multirun.
 
 from __future__ import annotations
 
+import atexit
+import logging
 import os
 import shlex
 import sys
@@ -36,6 +38,18 @@ from rdpgan.io import read_json, write_json
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "configs")
 ConfigT = TypeVar("ConfigT")
+
+
+def exit_finished() -> NoReturn:
+    """End a command that has finished and written its outputs, without the interpreter's
+    teardown of the ~3,000 modules training imports (torch, Opacus, SciPy, SymPy): more than a
+    second of a run on 2 cores, after the outputs are written. The exit handlers run, the logs
+    and streams are flushed; only the module teardown is skipped."""
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def fail(message: str) -> NoReturn:

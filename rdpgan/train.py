@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 from rdpgan import checkpoint, distributed
 from rdpgan.cli import (
     existing_files,
+    exit_finished,
     fail,
     guarded,
     made_by_this_command,
@@ -279,6 +280,7 @@ def main() -> None:
     precheck_overrides("config", sys.argv[1:])
     record_existing_dirs("config", sys.argv[1:])  # before Hydra makes the run directory
     _hydra_main()
+    exit_finished()
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import importlib
@@ -176,6 +177,7 @@ def _run_forked(
             os.environ.clear()
             os.environ.update(env)
         os.chdir(cwd)
+        atexit._clear()  # pytest's exit handlers are the parent's: a CLI that runs its own
         _as_a_fresh_process(filters)
         sys.argv = [str(importlib.util.find_spec(module).origin), *args]
         try:

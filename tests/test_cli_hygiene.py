@@ -127,3 +127,27 @@ def test_under_torchrun_rank_zero_alone_prints_the_error(tmp_path):
             env={**os.environ, "RANK": rank},
         )
         assert result.returncode == 2 and len(result.stderr.splitlines()) == lines, result.stderr
+
+
+def test_a_finished_command_exits_0_with_its_exit_handlers_run_and_streams_flushed(tmp_path):
+    """exit_finished skips the interpreter's module teardown, nothing else: an exit handler
+    still runs, a log file and both streams are flushed (unterminated lines included)."""
+    script = (
+        "import atexit, logging, pathlib, sys\n"
+        "from rdpgan.cli import exit_finished\n"
+        f"log = pathlib.Path({str(tmp_path)!r})\n"
+        "logging.basicConfig(filename=log / 'run.log', level=logging.INFO)\n"
+        "atexit.register(lambda: (log / 'handler').write_text('ran'))\n"
+        "logging.getLogger('x').info('logged')\n"
+        "print('out', end='')\n"
+        "print('err', end='', file=sys.stderr)\n"
+        "exit_finished()\n"
+        "print('not reached')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0
+    assert (done.stdout, done.stderr) == ("out", "err")
+    assert (tmp_path / "handler").read_text() == "ran"
+    assert "logged" in (tmp_path / "run.log").read_text()
