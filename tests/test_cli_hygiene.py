@@ -151,3 +151,20 @@ def test_a_finished_command_exits_0_with_its_exit_handlers_run_and_streams_flush
     assert (done.stdout, done.stderr) == ("out", "err")
     assert (tmp_path / "handler").read_text() == "ran"
     assert "logged" in (tmp_path / "run.log").read_text()
+
+
+def test_under_a_profiler_a_finished_command_leaves_the_exit_to_the_interpreter():
+    """A profiler (or coverage) may write its report once the module returns: then
+    exit_finished returns and the interpreter's own exit follows."""
+    script = (
+        "import sys\n"
+        "from rdpgan.cli import exit_finished\n"
+        "sys.setprofile(lambda *args: None)\n"
+        "exit_finished()\n"
+        "sys.setprofile(None)\n"
+        "print('returned')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout == "returned\n"
