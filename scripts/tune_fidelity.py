@@ -76,6 +76,10 @@ CANDIDATES: dict[str, list[str]] = {
     # Round 27 (issue 29's AVX2 bar names the step count as a suspect): a tenth and a fifth
     # fewer steps than the 800 of train.max_steps (chosen in rounds 10-12 with other
     # defaults), each at the same ε (so a little less noise per step), beside the defaults.
+    # Adult ε = 8 (3 seeds): 720 level (AUROC 0.863 -> 0.862, quantile 2-way TVD 0.048 ->
+    # 0.048), 640 a little worse on fidelity (2-way 0.050, 3-way 0.069 against 0.067); ε = 1
+    # (2 seeds): both a little worse (720: AUROC 0.848 -> 0.846, 1-way 0.019 -> 0.021, 2-way
+    # 0.073 -> 0.075), where issue 26's bar is not met yet: not adopted (800 steps stay).
     "default27": [],
     "steps720": ["train.max_steps=720"],
     "steps640": ["train.max_steps=640"],
