@@ -129,23 +129,27 @@ def test_under_torchrun_rank_zero_alone_prints_the_error(tmp_path):
         assert result.returncode == 2 and len(result.stderr.splitlines()) == lines, result.stderr
 
 
+def run_python(*lines: str) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter running ``lines`` (a script of its own)."""
+    return subprocess.run(
+        [sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True, timeout=120
+    )
+
+
 def test_a_finished_command_exits_0_with_its_exit_handlers_run_and_streams_flushed(tmp_path):
     """exit_finished skips the interpreter's module teardown, nothing else: an exit handler
     still runs, a log file and both streams are flushed (unterminated lines included)."""
-    script = (
-        "import atexit, logging, pathlib, sys\n"
-        "from rdpgan.cli import exit_finished\n"
-        f"log = pathlib.Path({str(tmp_path)!r})\n"
-        "logging.basicConfig(filename=log / 'run.log', level=logging.INFO)\n"
-        "atexit.register(lambda: (log / 'handler').write_text('ran'))\n"
-        "logging.getLogger('x').info('logged')\n"
-        "print('out', end='')\n"
-        "print('err', end='', file=sys.stderr)\n"
-        "exit_finished()\n"
-        "print('not reached')\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    done = run_python(
+        "import atexit, logging, pathlib, sys",
+        "from rdpgan.cli import exit_finished",
+        f"log = pathlib.Path({str(tmp_path)!r})",
+        "logging.basicConfig(filename=log / 'run.log', level=logging.INFO)",
+        "atexit.register(lambda: (log / 'handler').write_text('ran'))",
+        "logging.getLogger('x').info('logged')",
+        "print('out', end='')",
+        "print('err', end='', file=sys.stderr)",
+        "exit_finished()",
+        "print('not reached')",
     )
     assert done.returncode == 0
     assert (done.stdout, done.stderr) == ("out", "err")
@@ -156,15 +160,12 @@ def test_a_finished_command_exits_0_with_its_exit_handlers_run_and_streams_flush
 def test_under_a_profiler_a_finished_command_leaves_the_exit_to_the_interpreter():
     """A profiler (or coverage) may write its report once the module returns: then
     exit_finished returns and the interpreter's own exit follows."""
-    script = (
-        "import sys\n"
-        "from rdpgan.cli import exit_finished\n"
-        "sys.setprofile(lambda *args: None)\n"
-        "exit_finished()\n"
-        "sys.setprofile(None)\n"
-        "print('returned')\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    done = run_python(
+        "import sys",
+        "from rdpgan.cli import exit_finished",
+        "sys.setprofile(lambda *args: None)",
+        "exit_finished()",
+        "sys.setprofile(None)",
+        "print('returned')",
     )
     assert done.returncode == 0 and done.stdout == "returned\n"
