@@ -46,13 +46,23 @@ def exit_finished() -> None:
     second of a run on 2 cores, after the outputs are written. The exit handlers run, the logs
     and streams are flushed; only the module teardown is skipped. Under a profiler or a
     coverage tracer (which may report after the module returns) it returns instead."""
-    if sys.getprofile() is not None or sys.gettrace() is not None:
+    if _observed():
         return  # the interpreter's own exit follows
     atexit._run_exitfuncs()
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    with suppress(OSError):  # a reader that closed the pipe has what it wanted
+        sys.stdout.flush()
+        sys.stderr.flush()
     os._exit(0)
+
+
+def _observed() -> bool:
+    """Whether a profiler or tracer watches this process (Python 3.12's cProfile and coverage
+    use sys.monitoring)."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)
+    return monitoring is not None and any(monitoring.get_tool(i) is not None for i in range(6))
 
 
 def fail(message: str) -> NoReturn:

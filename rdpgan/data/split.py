@@ -34,7 +34,7 @@ def _cells(column: pd.Series) -> list[str | None]:
     """A column's cells as the hash reads them: missing (None, NaN, NA, NaT) as None, else
     the Python value's text (taken column by column: a per-cell check cost most of a split)."""
     missing = column.isna().tolist()
-    values = column.tolist()
+    values = list(column)  # the scalars itertuples gave (tolist may widen, e.g. float32)
     return [None if gone else str(value) for value, gone in zip(values, missing, strict=True)]
 
 

@@ -289,6 +289,8 @@ def test_row_draws_hash_each_rows_cells_as_the_row_by_row_definition_does():
             ),
             "flag": [True, False, True, False],
             "kind": pd.Categorical(["x", "y", None, "x"]),
+            "float32": np.array([0.1, 2.5, np.nan, 1.0], dtype=np.float32),
+            "nullable_float32": pd.array([0.1, None, 2.5, 1.0], dtype="Float32"),
         }
     )
     for key in (0, 7):
