@@ -23,7 +23,6 @@ is matched against the target's declared levels: by value when they are numeric,
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -48,6 +47,7 @@ from rdpgan.errors import UserInputError
 from rdpgan.io import atomic_write
 from rdpgan.sampler import check_sample_pool, check_seed
 from rdpgan.synthesizer import DPCGAN
+from rdpgan.threads import usable_cores
 
 register_configs()
 
@@ -101,7 +101,7 @@ def ordered_parallel(
 def sampling_workers(chunks: int) -> int:
     """Threads for :func:`iter_samples` of ``chunks`` chunks on this machine: one per core, no
     more than there are chunks (one chunk keeps BLAS's own threads for its products)."""
-    return max(1, min(4, len(os.sched_getaffinity(0)), chunks))
+    return max(1, min(4, usable_cores(), chunks))
 
 
 def resolve_label(column: Categorical, label: Any) -> Any:

@@ -10,7 +10,6 @@ call's ``seed``.
 from __future__ import annotations
 
 import numbers
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from rdpgan.config import ModelConfig
 from rdpgan.errors import UserInputError
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals
+from rdpgan.threads import usable_cores
 from rdpgan.transform import TableTransformer
 
 # Rows per generator pass when sampling: each pass's arrays (rows × ~700 floats) then stay near
@@ -66,8 +66,7 @@ TILT_STREAM = 0x7117
 def spare_workers() -> int:
     """Threads one sampling call can generate with when nothing else runs (at the end of a
     training run): one per core, at most two (what the runs were timed on)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(2, cores or 1))
+    return min(2, usable_cores())
 
 
 def check_sample_pool(name: str, pool: int | None) -> None:

@@ -16,13 +16,20 @@ drawn its fakes from G) runs on a thread of its own beside that step
 
 from __future__ import annotations
 
+import os
 from contextlib import suppress
-
-import torch
 
 from rdpgan.errors import UserInputError
 
 POLICY_THREADS = 1
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on: its affinity where the OS keeps one, else all
+    (read without torch, which sampling does not load)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def apply_thread_policy(threads: int | None) -> int:
@@ -31,6 +38,8 @@ def apply_thread_policy(threads: int | None) -> int:
     count = POLICY_THREADS if threads is None else threads
     if not isinstance(count, int) or count < 1:
         raise UserInputError(f"train.threads must be a positive integer or null, got {threads}")
+    import torch  # here: the module also serves sampling, which runs without torch
+
     torch.set_num_threads(count)
     with suppress(RuntimeError):  # settable once per process: a second run keeps the first's
         torch.set_num_interop_threads(1)

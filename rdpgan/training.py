@@ -44,6 +44,7 @@ from rdpgan.models import Generator, native_bf16
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.randomness import SecretRandomness
+from rdpgan.threads import usable_cores
 
 # Fewest fake rows per generator step: a tiny table's expected Poisson batch can round to one
 # row, and a generator gradient from one row is mostly noise (fakes cost no privacy).
@@ -76,9 +77,8 @@ def _spare_core() -> bool:
     """Whether a core is left beside torch's: one intra-op thread (the thread policy's), and
     two cores for each process training on this machine (under torchrun, every rank runs its
     own thread; ``LOCAL_WORLD_SIZE`` counts this node's ranks)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     local = int(os.environ.get("LOCAL_WORLD_SIZE", distributed.world_size()))
-    return torch.get_num_threads() == 1 and (cores or 1) >= 2 * local
+    return torch.get_num_threads() == 1 and usable_cores() >= 2 * local
 
 
 @dataclass
@@ -102,21 +102,16 @@ class _GeneratorInputs:
 class _FakesGate:
     """Holds G's update, on the generator's thread, until D's step has drawn its fakes from G
     (as it does in order: from G's weights before the update), or called off if D's step
-    failed before. The first of :meth:`open` and :meth:`call_off` decides; either may be
-    repeated (an interrupted caller's cleanup calls off a gate it may already have opened)."""
+    failed before. The first decision holds; a later one is a no-op (an interrupted caller's
+    cleanup calls off a gate it may already have opened)."""
 
     def __init__(self) -> None:
         self._decided = threading.Event()
         self._lock = threading.Lock()
         self._go = False
 
-    def open(self) -> None:
-        self._decide(True)
-
-    def call_off(self) -> None:
-        self._decide(False)
-
-    def _decide(self, go: bool) -> None:
+    def decide(self, go: bool) -> None:
+        """Open the gate (``go``: D's fakes are drawn) or call the update off."""
         with self._lock:
             if not self._decided.is_set():
                 self._go = go
@@ -215,9 +210,7 @@ class CGANTrainer:
         rows = self.secret.poisson_indices(self.features.shape[0], self.sample_rate)
         index = torch.as_tensor(rows, device=self.features.device)
         fake_x, fake_y = self.secret_fakes(len(index))
-        if self._fakes_gate is not None:  # G's weights are read: its update may go ahead
-            self._fakes_gate.open()  # (opened before it is let go: a cleanup then finds it)
-            self._fakes_gate = None
+        self._decide_update(go=True)  # G's weights are read: its update may go ahead
         pair_x = torch.stack([self.features[index], fake_x], dim=1)
         pair_y = torch.stack([self.one_hot[index], fake_y], dim=1)
         self.critic.zero_grad()
@@ -324,9 +317,7 @@ class CGANTrainer:
         Returns G's loss and D's loss on the same fresh fake batch: both depend on private data
         only through D, so (unlike any loss on real rows) they are safe to report.
         """
-        if self._fakes_gate is not None:  # no D step since the half was prepared: none waits
-            self._fakes_gate.open()
-            self._fakes_gate = None
+        self._decide_update(go=True)  # no D step since the half was prepared: none waits
         half, self._generator_half = self._generator_half, None
         if half is None:
             if self.critic_snapshot is not None:  # a snapshot now would be D after its step
@@ -338,11 +329,12 @@ class CGANTrainer:
             half.losses = self._update_generator(half)
         return half.losses
 
-    def _call_off_update(self) -> None:
-        """Call off G's update waiting on its thread for D's fakes (if D drew them, it has
-        gone ahead already)."""
+    def _decide_update(self, go: bool) -> None:
+        """Let G's update waiting on its thread for D's fakes go ahead, or call it off (if
+        already let go, it has gone ahead). The gate is decided before it is dropped, so a
+        cleanup interrupted in between still finds it."""
         if self._fakes_gate is not None:
-            self._fakes_gate.call_off()
+            self._fakes_gate.decide(go)
             self._fakes_gate = None
 
     def _update_generator(self, half: _GeneratorInputs) -> tuple[float, float]:
@@ -363,7 +355,7 @@ class CGANTrainer:
         """Wait for a prepared generator half that will not be used (the discriminator step
         failed or was interrupted), so that no thread is left writing G's gradients (or, once
         D's fakes were drawn, its weights)."""
-        self._call_off_update()  # D's step failed before drawing its fakes: G keeps its weights
+        self._decide_update(go=False)  # D's step failed before its fakes: G keeps its weights
         half, self._generator_half = self._generator_half, None
         if isinstance(half, Future):
             wait([half])
@@ -371,7 +363,7 @@ class CGANTrainer:
     def close(self) -> None:
         """Stop the generator's thread (idempotent), calling off an update still waiting for a
         D step."""
-        self._call_off_update()
+        self._decide_update(go=False)
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
