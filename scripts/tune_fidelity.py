@@ -83,6 +83,14 @@ CANDIDATES: dict[str, list[str]] = {
     "default27": [],
     "steps720": ["train.max_steps=720"],
     "steps640": ["train.max_steps=640"],
+    # Round 28 (issue 26's 2- and 3-way bars on Adult): raking's pool, sampling's generated rows
+    # per row kept where the released marginals are precise (4 since round 15), larger. The
+    # pairs chosen after training are chosen with a pool of 4 in every candidate
+    # (rdpgan.adaptive.CHOICE_POOL).
+    "default28": [],
+    "pool16": ["model.sample_pool=16"],
+    "pool32": ["model.sample_pool=32"],
+    "pool64": ["model.sample_pool=64"],
 }
 
 

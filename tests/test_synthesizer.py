@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rdpgan import DPCGAN, fitting, measure, postprocess, sampler
+from rdpgan import DPCGAN, adaptive, fitting, measure, postprocess, sampler
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.errors import UserInputError
 from rdpgan.frozen import FrozenGenerator
@@ -604,6 +604,34 @@ def test_n_critic_discriminator_steps_per_generator_step(monkeypatch):
     model.fit(toy_table(), "y", SCHEMA)
     assert calls == {"d": 12, "g": 4}
     assert model.ledger.releases[-1].steps == 12  # one charge per D step, none per G step
+
+
+@pytest.mark.parametrize("pool", [2, 16])
+def test_pairs_are_chosen_against_the_sampler_raked_at_a_pool_of_at_most_choice_pool(
+    pool, monkeypatch
+):
+    """Sampling's larger pool is not what the choice compares with: its rows are generated at
+    a pool of min(sampling's, CHOICE_POOL)."""
+    monkeypatch.setattr(measure, "EXTRA_PAIRS", 0.0)
+    monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 1.0)
+    monkeypatch.setattr(adaptive, "GENERATED_ROWS", 300)
+    generated = []
+    real_generate = sampler.Sampler.generate
+    monkeypatch.setattr(
+        sampler.Sampler,
+        "generate",
+        lambda self, labels, rng, workers: (
+            generated.append(len(labels)) or real_generate(self, labels, rng, workers)
+        ),
+    )
+    settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=pool)}
+    model = DPCGAN(epsilon=30.0, device="cpu", **settings)
+    model.fit(toy_table(), "y", SCHEMA)
+    assert model.ledger.releases[-2].details["drawn"]
+    assert generated == [300 * min(pool, adaptive.CHOICE_POOL)]
+    generated.clear()
+    model.sample(10, seed=1)
+    assert generated == [10 * pool]
 
 
 @pytest.mark.parametrize("pool", [1, 4])
