@@ -23,8 +23,9 @@ SELECTION_SHARE = 0.25
 # counts' sampling error (~1/sqrt(rows) of a cell) is below the released noise.
 GENERATED_ROWS = 65_536
 # At most this many generated rows raked per row kept, for the comparison: the pairs are chosen
-# by how wrong the sampler is where it rakes, which a pool of 4 shows at a fraction of the cost
-# of a larger sampling pool (model.sample_pool); round 28 tuned sampling's pool with it.
+# by how wrong the sampler is where it rakes, and a pool of 4 costs a fraction of a larger
+# sampling pool (model.sample_pool). Whether choosing at sampling's own pool would choose
+# better pairs was not measured; round 28 tuned sampling's pool with the choice at 4.
 CHOICE_POOL = 4
 # Pairs per column but one: fewer pairs, each measured with less noise.
 PAIRS_PER_COLUMN = 0.5

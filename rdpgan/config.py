@@ -174,7 +174,8 @@ class ModelConfig:
     # (each chosen pair's too) match the released ones: raking (rdpgan.postprocess). It brings
     # 2-way TVD closer and costs its pool in time; it repeated rows (about half of Adult's at
     # ε=8) until numbers were placed by released densities. 1: keep every generated row.
-    # null: 32 (rdpgan.sampler.RAKING_POOL) where the released marginals are precise, else 1
+    # null: 32 (rdpgan.sampler.RAKING_POOL; 4 before b31ba30, so runs saved earlier with null
+    # sample at 32 now) where the released marginals are precise, else 1
     # (rdpgan.sampler.RAKING_NOISE_LIMIT; what runs saved before 1 was the default record).
     sample_pool: int | None = None
     # Sampling shifts each code's logit, per class, so that G's expected code distribution of

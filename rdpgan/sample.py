@@ -5,9 +5,11 @@ written ``chunk_size`` at a time, so memory stays bounded whatever ``n`` is, int
 beside ``out`` that replaces it only once complete: no reader ever sees a half-written file, and a
 failure leaves nothing behind. Chunk ``i`` is ``model.sample(size_i, label, seed=chunk_seed(seed,
 i))``, so the file is a pure function of (model, its sampling settings, n, label, seed,
-chunk_size), on one kind of CPU and numpy build (float32 products may round otherwise elsewhere).
+chunk_size), on one kind of CPU and numpy build (float32 products may round otherwise elsewhere)
+and one rdpgan version: a run saved with ``model.sample_pool`` null rakes at this version's
+default pool (32 since b31ba30, 4 before: ``sample_pool=4`` gives the earlier files).
 ``sample_pool`` and ``tilt_sampling`` override the run's sampling settings for this
-file only: ``sample_pool=1`` skips raking (several times faster, farther from the released
+file only: ``sample_pool=1`` skips raking (many times faster, farther from the released
 pairs).
 
 Speed: nothing here imports torch or the DP machinery (sampling is numpy, :mod:`rdpgan.frozen`).

@@ -632,6 +632,8 @@ def test_pairs_are_chosen_against_the_sampler_raked_at_a_pool_of_at_most_choice_
     generated.clear()
     model.sample(10, seed=1)
     assert generated == [10 * pool]
+    with pytest.raises(UserInputError, match="raking pool"):
+        model.sampler.parts(10, None, 1, pool=0)
 
 
 @pytest.mark.parametrize("pool", [1, 4])

@@ -505,7 +505,8 @@ def test_the_adaptive_pairs_use_what_their_reserved_releases_declare(monkeypatch
     assert all(e == pytest.approx(0.3 / 3) and sensitivity == 1.0 for e, sensitivity in picks)
 
 
-def test_the_adaptive_utilities_compare_the_rows_with_a_sample_that_ignores_them(monkeypatch):
+@pytest.mark.parametrize("pool", [4, None])  # None: sampling's default pool, the choice's 4
+def test_the_adaptive_utilities_compare_the_rows_with_a_sample_that_ignores_them(pool, monkeypatch):
     """What the adaptive picks score: the rows' coarse counts (one row moves them by one) and
     a sample of the trained sampler, which must not depend on the rows (else the utility's
     sensitivity would be 2). A fitted model draws on neighbouring tables' rows in turn."""
@@ -515,7 +516,7 @@ def test_the_adaptive_utilities_compare_the_rows_with_a_sample_that_ignores_them
         epsilon=30.0,
         device="cpu",
         model=ModelConfig(
-            latent_dim=8, generator_hidden=[16], discriminator_hidden=[16], sample_pool=4
+            latent_dim=8, generator_hidden=[16], discriminator_hidden=[16], sample_pool=pool
         ),
         train=TrainConfig(epochs=1, batch_size=64, progress=False),
     )
