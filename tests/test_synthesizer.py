@@ -300,6 +300,20 @@ def test_the_rows_generated_at_once_are_bounded_whatever_the_pool(monkeypatch):
     assert max(generated) <= 1000 and sum(generated) == 8 * 1001
 
 
+def count_generated(monkeypatch) -> list[int]:
+    """The rows of every call to Sampler.generate, in order (the calls still generate)."""
+    generated: list[int] = []
+    real_generate = sampler.Sampler.generate
+    monkeypatch.setattr(
+        sampler.Sampler,
+        "generate",
+        lambda self, labels, rng, workers: (
+            generated.append(len(labels)) or real_generate(self, labels, rng, workers)
+        ),
+    )
+    return generated
+
+
 def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_path, monkeypatch):
     """model.sample_pool null (what runs saved before the pool of 1 record) and
     model.tilt_sampling null follow the noise on one released count against the released row
@@ -312,15 +326,7 @@ def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_pa
     released = [r for r in model.ledger.releases if r.name in ("marginals", "pair_marginals")]
     noise = max(r.noise_multiplier * math.sqrt(r.details["tables"]) for r in released)
     assert len(released) == 2 and model.marginal_noise == pytest.approx(noise)
-    generated = []
-    real_generate = sampler.Sampler.generate
-    monkeypatch.setattr(
-        sampler.Sampler,
-        "generate",
-        lambda self, labels, rng, workers: (
-            generated.append(len(labels)) or real_generate(self, labels, rng, workers)
-        ),
-    )
+    generated = count_generated(monkeypatch)
     share = noise / model.released_rows
     for scale, pool, tilted in ((1.01, sampler.RAKING_POOL, True), (0.99, 1, False)):
         monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", share * scale)
@@ -615,15 +621,7 @@ def test_pairs_are_chosen_against_the_sampler_raked_at_a_pool_of_at_most_choice_
     monkeypatch.setattr(measure, "EXTRA_PAIRS", 0.0)
     monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 1.0)
     monkeypatch.setattr(adaptive, "GENERATED_ROWS", 300)
-    generated = []
-    real_generate = sampler.Sampler.generate
-    monkeypatch.setattr(
-        sampler.Sampler,
-        "generate",
-        lambda self, labels, rng, workers: (
-            generated.append(len(labels)) or real_generate(self, labels, rng, workers)
-        ),
-    )
+    generated = count_generated(monkeypatch)
     settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=pool)}
     model = DPCGAN(epsilon=30.0, device="cpu", **settings)
     model.fit(toy_table(), "y", SCHEMA)
