@@ -53,7 +53,9 @@ def table_section(name: str, rows: pd.DataFrame) -> list[str]:
     lines = [f"### {name}", ""]
     commits = ", ".join(sorted(rows["commit"].astype(str).unique()))
     dates = f"{rows['date'].min()} – {rows['date'].max()}"
-    lines += [f"Commits: `{commits}`; runs {dates}; machine: {rows['machine'].iloc[0]}.", ""]
+    first_machines = rows.groupby("method")["machine"].first().items()
+    machines = "; ".join(f"{method}: {machine}" for method, machine in first_machines)
+    lines += [f"Commits: `{commits}`; runs {dates}; machines: {machines}.", ""]
     if "rounds" in rows and rows["method"].eq("aim").any():
         rounds = sorted(rows.loc[rows["method"] == "aim", "rounds"].dropna().astype(int).unique())
         lines += [f"AIM's round cap: {', '.join(map(str, rounds))}.", ""]
