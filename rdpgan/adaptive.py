@@ -96,9 +96,9 @@ def measure_where_wrong(
     maps = model.marginals.maps
     coarse = measure.coarsen(model.transformer.codes(features), maps)
     # (After training, with nothing else running: generated on up to two cores.)
-    draw = model.sampler
-    pool = min(draw.raking_pool(), CHOICE_POOL)
-    generated = draw.parts(GENERATED_ROWS, None, model.seed, sampler.spare_workers(), pool)[1]
+    sampling = model.sampler  # (held: each access freezes the generator anew)
+    pool = min(sampling.raking_pool(), CHOICE_POOL)
+    generated = sampling.parts(GENERATED_ROWS, None, model.seed, sampler.spare_workers(), pool)[1]
     coarse_generated = measure.coarsen(generated, maps)
     scale = model.released_rows / len(coarse_generated)
     expected = [scale * c for c in measure.pair_counts(coarse_generated, candidates, sizes)]
