@@ -468,7 +468,9 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # where a table is small, DP-SGD's noise per row is large and the released per-class
     # marginals carry most of what G learns of the target, yet round 22 only tried a smaller
     # share for them. A larger one, with no adaptive pairs' share (a run that does not rake,
-    # as none at this size does, chooses no pairs): --rows 700 --positives 45, 8 seeds.
+    # as none at this size does, chooses no pairs): --rows 700 --positives 45, 8 seeds. Mean
+    # AUROC 0.644 ± 0.024 (default), 0.678 ± 0.072 at 0.6, 0.697 ± 0.025 at 0.75; 1-/2-/3-way
+    # TVD 0.066/0.161/0.195, 0.057/0.147/0.180, 0.049/0.138/0.169: 0.75 better on every score.
     "r30_default": (ModelConfig(), TrainConfig(progress=False), PrivacyConfig()),
     "r30_marginals0.6": (
         ModelConfig(),
