@@ -135,6 +135,8 @@ class PrivacyConfig:
     # toward (with model.marginal_weight > 0; only where it rakes). Reserved before DP-SGD.
     # 0: none. 0.25 over 0.1 and 0 on Adult's validation split at ε=8
     # (results/tuning_fidelity.csv: 2-way TVD at quantile bins 0.048 against 0.053 and 0.054).
+    # Where sampling would not rake, the marginals get this share too, if DP-SGD keeps what the
+    # shares leave it (rdpgan.adaptive.moves_to_marginals; round 30 of both tuning CSVs).
     adaptive_fraction: float = 0.25
     # What keys the secret randomness (Poisson masks, every DP noise draw, the fakes paired with
     # real rows). None: a 128-bit key from the operating system's entropy, fresh every run, so

@@ -13,7 +13,8 @@
 4. DP-SGD on the discriminator (Poisson sampling, per-sample clipping, Gaussian noise,
    :mod:`rdpgan.critic`);
 5. after training, pairs chosen where the sampler is furthest from the rows
-   (:mod:`rdpgan.adaptive`), reserved in the ledger before DP-SGD.
+   (:mod:`rdpgan.adaptive`), reserved in the ledger before DP-SGD; where sampling would not
+   rake toward them, their share goes to the marginals (3.) instead.
 The generator only ever sees the discriminator's outputs and these releases, so it and every
 sample drawn from it are private by post-processing.
 """
@@ -143,10 +144,13 @@ def _release_marginals(
     model: FittedModel, features: np.ndarray, labels: np.ndarray, noise: np.random.Generator
 ) -> None:
     """The marginals G matches (with ``model.marginal_weight`` > 0), released and recorded,
-    and the pairs measured after training reserved (:func:`rdpgan.adaptive.reserve`)."""
+    and the pairs measured after training reserved (:func:`rdpgan.adaptive.reserve`), or,
+    where sampling would not rake, their share given to the marginals."""
     assert model.transformer is not None and model.ledger is not None
     assert model.label_probs is not None
     if model.model_config.marginal_weight > 0 and model.transformer.code_sizes:
+        moved = adaptive.moves_to_marginals(model)
+        fraction = model.privacy.marginals_fraction
         model.marginals = measure.release_marginals(
             features,
             labels,
@@ -154,12 +158,13 @@ def _release_marginals(
             model.label_probs,
             model.released_rows,
             model.ledger,
-            model.privacy.marginals_fraction,
+            fraction + model.privacy.adaptive_fraction if moved else fraction,
             model.privacy.selection_fraction,
             noise,
         )
         model.marginal_noise = measure.marginal_noise(model.ledger)
-        adaptive.reserve(model)
+        if not moved:
+            adaptive.reserve(model)
 
 
 def _share_releases(model: FittedModel) -> None:

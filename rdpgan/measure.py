@@ -14,7 +14,8 @@ on neighbouring tables through these same functions.
   marginals with the target, which also give every 1-way marginal; :func:`marginals`), a
   spanning tree of feature pairs chosen by the exponential mechanism (:func:`select_pairs`)
   and their joint distributions (:func:`pair_marginals`), which the generator's marginal loss
-  and the sampler's raking (:mod:`rdpgan.postprocess`) match.
+  and the sampler's raking (:mod:`rdpgan.postprocess`) match;
+  :func:`planned_marginal_releases` says what it would record, before any draw.
 - :func:`reserve_adaptive_pairs` / :func:`adaptive_pairs`: after training, more pairs of
   features, chosen privately where the trained generator's joint distribution is furthest
   from the rows' (AIM's idea, McKenna et al. 2022), and their joint distributions, which the
@@ -63,10 +64,15 @@ NUMERIC_DENSITIES = "numeric_densities"
 def marginal_noise(ledger: PrivacyLedger) -> float:
     """The standard deviation of the noise on one released count of the marginals (the most
     over their releases; 0 when they are exact): public, read from the ledger."""
+    return largest_noise(ledger.releases)
+
+
+def largest_noise(releases: Sequence[Release]) -> float:
+    """:func:`marginal_noise` of these releases (recorded, or planned)."""
     return max(
         (
             float(release.noise_multiplier) * float(release.details["sensitivity"])
-            for release in ledger.releases
+            for release in releases
             if release.name in (MARGINALS, PAIR_MARGINALS)
         ),
         default=0.0,
@@ -156,10 +162,8 @@ def release_marginals(
     sizes = transformer.code_sizes
     coarse_sizes = table_sizes(transformer.features, PAIR_BINS)
     # Every share is of the same base: what the Gaussian releases may spend before any of these.
-    base = ledger.gaussian_budget()
-    selection_epsilon = selection_fraction * base
-    candidates = pair_candidates(coarse_sizes, total, ledger, fraction / 2 * base)
-    share = (fraction / 2 if candidates else fraction) * base
+    selection_epsilon = selection_fraction * ledger.gaussian_budget()
+    candidates, share = _marginal_shares(coarse_sizes, total, ledger, fraction)
     by_class = marginals(codes, labels, sizes, len(label_probs), ledger, share, rng)
     if not candidates:
         return Marginals(by_class, [], [], [])
@@ -177,6 +181,38 @@ def release_marginals(
     pairs = select_pairs(coarse, coarse_sizes, candidates, implied, ledger, selection_epsilon, rng)
     joint = pair_marginals(coarse, pairs, coarse_sizes, total, ledger, share, rng)
     return Marginals(by_class, pairs, joint, maps)
+
+
+def _marginal_shares(
+    coarse_sizes: Sequence[int], total: float, ledger: PrivacyLedger, fraction: float
+) -> tuple[list[tuple[int, int]], float]:
+    """The candidate pairs, and the epsilon each of the marginals' two Gaussian releases costs
+    on its own (the per-class tables take all of ``fraction`` with no candidate)."""
+    base = ledger.gaussian_budget()
+    candidates = pair_candidates(coarse_sizes, total, ledger, fraction / 2 * base)
+    return candidates, (fraction / 2 if candidates else fraction) * base
+
+
+def planned_marginal_releases(
+    coarse_sizes: Sequence[int],
+    total: float,
+    ledger: PrivacyLedger,
+    fraction: float,
+    selection_fraction: float,
+) -> list[Release]:
+    """The releases :func:`release_marginals` would record (none without privacy), planned
+    before anything is drawn, from public quantities alone (the schema, the budget, the
+    released row count): a fit chooses its budget split with them."""
+    if not ledger.private:
+        return []
+    candidates, share = _marginal_shares(coarse_sizes, total, ledger, fraction)
+    sigma = ledger.calibrate(1.0, 1, share, alone=True)
+    planned = [_gaussian_release(MARGINALS, sigma, len(coarse_sizes))]
+    if candidates:
+        rounds = pair_rounds(len(coarse_sizes), candidates)
+        planned.append(_selection_release(selection_fraction * ledger.gaussian_budget(), rounds))
+        planned.append(_gaussian_release(PAIR_MARGINALS, sigma, rounds))
+    return planned
 
 
 def coarsen(codes: np.ndarray, maps: Sequence[np.ndarray]) -> np.ndarray:
@@ -269,6 +305,11 @@ def forest_size(n_columns: int, candidates: Sequence[tuple[int, int]]) -> int:
     return edges
 
 
+def pair_rounds(n_columns: int, candidates: Sequence[tuple[int, int]]) -> int:
+    """How many pairs :func:`select_pairs` picks among ``candidates`` (public)."""
+    return min(len(candidates), round(forest_size(n_columns, candidates) * (1 + EXTRA_PAIRS)))
+
+
 def select_pairs(
     coarse: np.ndarray,
     coarse_sizes: Sequence[int],
@@ -284,12 +325,11 @@ def select_pairs(
     sensitivity 1) with ``epsilon`` split evenly over the picks. ``implied(i, j)`` gives the
     counts the earlier releases imply for the pair."""
     forest = forest_size(len(coarse_sizes), candidates)
-    rounds = min(len(candidates), round(forest * (1 + EXTRA_PAIRS)))
+    rounds = pair_rounds(len(coarse_sizes), candidates)
     if rounds == 0:
         return []
-    details = {"mechanism": "exponential", "sensitivity": 1.0, "rounds": rounds}
     if ledger.private:
-        ledger.record(Release("pair_selection", "pure", epsilon=epsilon, details=details))
+        ledger.record(_selection_release(epsilon, rounds))
     component = list(range(len(coarse_sizes)))
     chosen: list[tuple[int, int]] = []
     utilities = pair_utilities(coarse, coarse_sizes, candidates, [implied(*p) for p in candidates])
@@ -307,6 +347,12 @@ def select_pairs(
         chosen.append((i, j))
         component = _merge(component, i, j)
     return chosen
+
+
+def _selection_release(epsilon: float, rounds: int) -> Release:
+    """:func:`select_pairs`' record: ``rounds`` exponential-mechanism picks sharing ``epsilon``."""
+    details = {"mechanism": "exponential", "sensitivity": 1.0, "rounds": rounds}
+    return Release("pair_selection", "pure", epsilon=epsilon, details=details)
 
 
 def pair_marginals(
@@ -339,10 +385,15 @@ def _gaussian_tables(
         ledger.warn(f"{name} used exactly, without noise (privacy=none)")
         return [(t, 0.0) for t in tables]
     sigma = ledger.calibrate(1.0, 1, epsilon, alone=True)
-    sensitivity = math.sqrt(len(tables))
-    details = {"sensitivity": sensitivity, "tables": len(tables)}
-    ledger.record(Release(name, "gaussian", sigma, 1.0, 1, details))
-    return _noisy_tables(tables, sigma * sensitivity, rng)
+    ledger.record(_gaussian_release(name, sigma, len(tables)))
+    return _noisy_tables(tables, sigma * math.sqrt(len(tables)), rng)
+
+
+def _gaussian_release(name: str, sigma: float, tables: int) -> Release:
+    """The record of ``tables`` count tables released at once with noise multiplier ``sigma``:
+    every row adds one count to one cell of each, so they move by sqrt(tables) in L2."""
+    details = {"sensitivity": math.sqrt(tables), "tables": tables}
+    return Release(name, "gaussian", sigma, 1.0, 1, details)
 
 
 def _noisy_tables(

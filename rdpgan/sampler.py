@@ -108,6 +108,12 @@ def raking_pool(
     decides with it, before training, whether to measure pairs for raking."""
     if marginals is None:
         return 1
+    return pool_for_noise(config, noise, released_rows)
+
+
+def pool_for_noise(config: ModelConfig, noise: float, released_rows: int) -> int:
+    """:func:`raking_pool` for marginals whose noise is ``noise``: known before they are
+    released, so that a fit can plan its budget split with it."""
     if config.sample_pool is not None:
         return config.sample_pool
     return RAKING_POOL if noise <= RAKING_NOISE_LIMIT * released_rows else 1

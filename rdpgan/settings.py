@@ -13,6 +13,15 @@ from rdpgan.privacy.budget import check_accountant
 from rdpgan.sampler import check_sample_pool
 
 
+def budget_shares(privacy: PrivacyConfig, marginals: bool = True) -> float:
+    """The shares of epsilon the settings give releases other than DP-SGD (with the marginals:
+    ``model.marginal_weight`` > 0); DP-SGD has at least the rest."""
+    marginals_share = (
+        privacy.marginals_fraction + privacy.selection_fraction + privacy.adaptive_fraction
+    )
+    return privacy.numeric_density_fraction + (marginals_share if marginals else 0.0)
+
+
 def validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainConfig) -> None:
     """Settings that would otherwise fail late (after a release) or deep inside numpy or torch."""
     check_accountant(privacy.accountant)
@@ -59,12 +68,7 @@ def validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainCo
     ):
         if not 0.0 <= fraction < 1.0:
             raise UserInputError(f"{name} must be in [0, 1), got {fraction}")
-    marginals_share = (
-        privacy.marginals_fraction + privacy.selection_fraction + privacy.adaptive_fraction
-    )
-    shares = privacy.numeric_density_fraction + (
-        marginals_share if model.marginal_weight > 0 else 0.0
-    )
+    shares = budget_shares(privacy, model.marginal_weight > 0)
     if shares >= 1.0:
         raise UserInputError(
             "privacy.marginals_fraction + selection_fraction + adaptive_fraction + "

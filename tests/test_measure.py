@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from rdpgan import measure
+from rdpgan.data.discretize import table_sizes
 from rdpgan.data.schema import Schema
 from rdpgan.marginals import Marginals
 from rdpgan.privacy.ledger import PrivacyLedger, Release
@@ -139,6 +140,37 @@ def test_release_marginals_spends_shares_of_one_base_and_records_before_each_dra
     assert by_name["marginals"].noise_multiplier == pytest.approx(expected_sigma)
     assert by_name["pair_marginals"].noise_multiplier == pytest.approx(expected_sigma)
     assert by_name["pair_selection"].epsilon == pytest.approx(0.05 * base)
+
+
+@pytest.mark.parametrize("rows", [3000, 30])  # pairs (8 tables, more than 5), and none
+def test_the_planned_marginal_noise_is_the_noise_the_release_then_gets(rows):
+    """A fit chooses its budget split with the noise planned before anything is released: it
+    must be the one the release records (per-class tables and pairs at one sigma, the larger
+    sqrt(tables) of the two: 5 per-class tables, 8 pairs of 5 columns)."""
+    names = ["a", "b", "c", "d", "e"]
+    specs = [{"name": c, "kind": "categorical", "levels": ["p", "q"]} for c in [*names, "y"]]
+    schema = Schema.from_specs(specs)
+    rng = np.random.default_rng(0)
+    frame = schema.conform(pd.DataFrame({c: rng.choice(["p", "q"], 3000) for c in [*names, "y"]}))
+    transformer = TableTransformer(schema, "y")
+    features, labels = transformer.encode(frame), transformer.encode_labels(frame)
+    sizes = table_sizes(transformer.features, measure.PAIR_BINS)
+    for fraction in (0.5, 0.75):
+        ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+        ledger.record(Release("schema", "pure", epsilon=0.8))
+        planned = measure.planned_marginal_releases(sizes, rows, ledger, fraction, 0.05)
+        spent = ledger.epsilon_with(planned)
+        assert [r.name for r in ledger.releases] == ["schema"]  # nothing recorded
+        released = measure.release_marginals(
+            features, labels, transformer, np.array([0.5, 0.5]), rows, ledger, fraction, 0.05, rng
+        )
+        assert len(released.pairs) == (8 if rows == 3000 else 0)
+        assert [r.to_dict() for r in planned] == [r.to_dict() for r in ledger.releases[1:]]
+        assert measure.largest_noise(planned) == measure.marginal_noise(ledger) > 0
+        assert spent == pytest.approx(ledger.epsilon(), rel=1e-12)
+    assert (
+        measure.planned_marginal_releases(sizes, rows, PrivacyLedger(8, 1e-5, "none"), 0.5, 0) == []
+    )
 
 
 def test_an_accountant_that_cannot_certify_a_pair_release_gets_no_pairs():

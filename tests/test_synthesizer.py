@@ -634,6 +634,34 @@ def test_pairs_are_chosen_against_the_sampler_raked_at_a_pool_of_at_most_choice_
         model.sampler.parts(10, None, 1, pool=0)
 
 
+@pytest.mark.parametrize(
+    "epsilon, rakes, moved",
+    [(30.0, True, False), (30.0, False, True), (0.5, False, False)],
+)
+def test_the_adaptive_share_goes_to_the_marginals_where_sampling_would_not_rake(
+    epsilon, rakes, moved, monkeypatch
+):
+    """Where the marginals' planned noise is too large to rake toward, no pair is chosen after
+    training: their share is spent on the marginals instead (one sigma for the per-class
+    tables and the pairs, calibrated to half of marginals + adaptive) and nothing is
+    reserved, unless the larger marginals would leave DP-SGD less than the settings do (at
+    epsilon 0.5 the label counts take much of the budget: the split stays as configured and
+    the run still fits). Every run ends within its epsilon."""
+    monkeypatch.setattr(measure, "EXTRA_PAIRS", 0.0)  # a spanning tree: one of 3 pairs open
+    monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 1.0 if rakes else 1e-9)
+    privacy = PrivacyConfig(noise_seed=0)
+    model = DPCGAN(epsilon=epsilon, device="cpu", privacy=privacy, **SMALL)
+    model.fit(toy_table(), "y", SCHEMA)
+    by_name = {r.name: r for r in model.ledger.releases}
+    assert ("adaptive_pair_marginals" in by_name) == rakes
+    fraction = privacy.marginals_fraction + (privacy.adaptive_fraction if moved else 0)
+    share = fraction / (2 if "pair_marginals" in by_name else 1) * epsilon
+    sigma = model.ledger.calibrate(1.0, 1, share, alone=True)
+    assert by_name["marginals"].noise_multiplier == pytest.approx(sigma, rel=1e-9)
+    assert model.ledger.to_dict()["epsilon_spent"] <= epsilon
+    assert model.sampler.raking_pool() == (sampler.RAKING_POOL if rakes else 1)
+
+
 @pytest.mark.parametrize("pool", [1, 4])
 def test_pairs_chosen_after_training_are_reserved_before_dp_sgd_and_raked_toward(pool, monkeypatch):
     """Reserved (before DP-SGD, which is calibrated to the rest) only where sampling rakes,

@@ -17,7 +17,7 @@ is. ``privacy.json`` holds enough to recompute the epsilon from scratch (see
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -164,6 +164,15 @@ class PrivacyLedger:
             return math.inf
         gaussian = accountants.epsilon(self.accountant, self.history(), self.accountant_delta)
         return gaussian + self.basic_epsilon()
+
+    def epsilon_with(self, planned: Sequence[Release]) -> float:
+        """The run's epsilon if ``planned`` were recorded too (nothing is recorded): what a
+        fit can afford, checked before any noise is drawn."""
+        self.releases.extend(planned)
+        try:
+            return self.epsilon()
+        finally:
+            del self.releases[len(self.releases) - len(planned) :]
 
     def record(self, release: Release) -> Release:
         """Add a release already made (e.g. the label histogram)."""

@@ -201,3 +201,15 @@ def test_an_approximate_release_that_leaves_no_delta_is_refused():
     with pytest.raises(BudgetExhausted, match="delta"):
         ledger.record(Release("schema", "approximate", epsilon=0.1, delta=1e-5))
     assert not ledger.releases
+
+
+def test_epsilon_with_is_the_epsilon_the_planned_releases_would_bring_and_records_nothing():
+    ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+    ledger.record(Release("label_counts", "gaussian", 10.0, 1.0, 1))
+    planned = [Release("a", "gaussian", 2.0, 1.0, 1), Release("b", "pure", epsilon=0.3)]
+    spent = ledger.epsilon_with(planned)
+    assert [r.name for r in ledger.releases] == ["label_counts"]
+    before = ledger.epsilon()
+    for release in planned:
+        ledger.record(release)
+    assert spent == pytest.approx(ledger.epsilon(), rel=1e-12) and spent > before + 0.3
