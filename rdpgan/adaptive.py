@@ -38,9 +38,12 @@ def moves_to_marginals(model: FittedModel) -> bool:
     would not rake at the configured split, no pair is chosen after training, and on such
     tables (small ones, small epsilons) the marginals carry most of what G learns (round 30
     of results/tuning_adult.csv, 700 rows at epsilon 8: AUROC 0.644 -> 0.697, every TVD
-    lower). Only where the larger marginals still leave DP-SGD the share of epsilon the
-    settings leave it (1 less every share), by the run's accountant: at a small epsilon the
-    label counts' fixed noise takes much of it. Public: planned from the schema, the budget
+    lower). Only where the larger share makes no released count noisier (it can, where it
+    makes pairs affordable that were not: they halve the per-class tables' share) and still
+    leaves DP-SGD the share of epsilon the settings leave it (1 less every share), by the
+    run's accountant (at a small epsilon the label counts' fixed noise takes much of it).
+    Where the larger share makes the marginals precise enough to rake, sampling rakes toward
+    them, with no pair chosen after training. Public: planned from the schema, the budget
     and the released row count, before anything is drawn."""
     assert model.ledger is not None and model.transformer is not None
     privacy, ledger, rows = model.privacy, model.ledger, model.released_rows
@@ -57,6 +60,8 @@ def moves_to_marginals(model: FittedModel) -> bool:
     if not ledger.private:
         return True  # (exact statistics: the shares buy nothing)
     moved = planned(privacy.marginals_fraction + privacy.adaptive_fraction)
+    if measure.largest_noise(moved) > noise:
+        return False
     return ledger.epsilon_with(moved) <= budget_shares(privacy) * ledger.epsilon_target
 
 

@@ -160,19 +160,16 @@ class PrivacyLedger:
             raise UserInputError(f"{exc} (raise epsilon or change the budget split)") from exc
 
     def epsilon(self) -> float:
-        if not self.private:
-            return math.inf
-        gaussian = accountants.epsilon(self.accountant, self.history(), self.accountant_delta)
-        return gaussian + self.basic_epsilon()
+        return self.epsilon_with([])
 
     def epsilon_with(self, planned: Sequence[Release]) -> float:
-        """The run's epsilon if ``planned`` were recorded too (nothing is recorded): what a
-        fit can afford, checked before any noise is drawn."""
-        self.releases.extend(planned)
-        try:
-            return self.epsilon()
-        finally:
-            del self.releases[len(self.releases) - len(planned) :]
+        """The run's epsilon if ``planned`` were recorded too (nothing is, and the ledger is
+        not touched): what a fit can afford, checked before any noise is drawn."""
+        if not self.private:
+            return math.inf
+        mechanisms = [r.to_dict() for r in (*self.releases, *planned)]
+        ledger = {"accountant": self.accountant, "delta": self.delta, "mechanisms": mechanisms}
+        return recompute_epsilon(ledger)
 
     def record(self, release: Release) -> Release:
         """Add a release already made (e.g. the label histogram)."""

@@ -204,11 +204,16 @@ def test_an_approximate_release_that_leaves_no_delta_is_refused():
 
 
 def test_epsilon_with_is_the_epsilon_the_planned_releases_would_bring_and_records_nothing():
+    """Planning touches nothing: no release is added (the ledger's file writer is never
+    called), and a plan past the target is a number, not a refusal."""
     ledger = PrivacyLedger(8.0, 1e-5, "rdp")
     ledger.record(Release("label_counts", "gaussian", 10.0, 1.0, 1))
+    written: list[str] = []
+    ledger.on_record = lambda: written.append("write")
     planned = [Release("a", "gaussian", 2.0, 1.0, 1), Release("b", "pure", epsilon=0.3)]
     spent = ledger.epsilon_with(planned)
-    assert [r.name for r in ledger.releases] == ["label_counts"]
+    assert ledger.epsilon_with([Release("c", "pure", epsilon=9.0)]) > 8.0
+    assert [r.name for r in ledger.releases] == ["label_counts"] and written == []
     before = ledger.epsilon()
     for release in planned:
         ledger.record(release)

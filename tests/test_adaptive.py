@@ -1,0 +1,97 @@
+"""The budget split a fit plans before any draw (rdpgan.adaptive.moves_to_marginals), on a
+stand-in for a fitted model: it reads only the settings, the public encoding, the released
+row count and the ledger."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from rdpgan import adaptive, measure, sampler
+from rdpgan.config import ModelConfig, PrivacyConfig
+from rdpgan.data.discretize import table_sizes
+from rdpgan.data.schema import Schema
+from rdpgan.privacy.ledger import PrivacyLedger, Release
+from rdpgan.transform import TableTransformer
+
+SCHEMA = Schema.from_specs(
+    [
+        {"name": "x", "kind": "continuous", "lo": -5, "hi": 5},
+        {"name": "n", "kind": "continuous", "lo": 0, "hi": 100, "integer": True},
+        {"name": "c", "kind": "categorical", "levels": ["a", "b", "c"], "missing": True},
+        {"name": "y", "kind": "categorical", "levels": [0, 1]},
+    ]
+)
+TRANSFORMER = TableTransformer(SCHEMA, "y")
+SIZES = table_sizes(TRANSFORMER.features, measure.PAIR_BINS)
+
+
+def stand_in(epsilon: float, rows: int, privacy: PrivacyConfig | None = None) -> SimpleNamespace:
+    """What a fit holds when it plans the split: the label counts released, nothing else."""
+    ledger = PrivacyLedger(epsilon, 1e-5, "rdp")
+    ledger.record(Release("label_counts", "gaussian", 10.0, 1.0, 1, {"sensitivity": 1.0}))
+    return SimpleNamespace(
+        privacy=privacy or PrivacyConfig(),
+        ledger=ledger,
+        transformer=TRANSFORMER,
+        released_rows=rows,
+        model_config=ModelConfig(),
+    )
+
+
+def planned_noise(model: SimpleNamespace, fraction: float) -> float:
+    releases = measure.planned_marginal_releases(
+        SIZES, model.released_rows, model.ledger, fraction, model.privacy.selection_fraction
+    )
+    return measure.largest_noise(releases)
+
+
+def test_the_released_row_count_decides_whether_sampling_would_rake(monkeypatch):
+    """The same noise against two released row counts either side of raking's limit."""
+    model = stand_in(8.0, 10_000)
+    noise = planned_noise(model, model.privacy.marginals_fraction)
+    monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", noise / 10_000)
+    assert not adaptive.moves_to_marginals(model)  # rakes: the share stays for the pairs
+    model.released_rows = 9_990  # (the same pairs are candidates: the same noise)
+    assert planned_noise(model, model.privacy.marginals_fraction) == noise
+    assert adaptive.moves_to_marginals(model)
+
+
+def test_the_share_moves_only_while_dp_sgd_keeps_what_the_shares_leave_it(monkeypatch):
+    """The moved marginals' planned epsilon against (every share) x target, either side."""
+    monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 0.0)  # never rakes
+    model = stand_in(0.7, 10_000)  # (the label counts' fixed noise: much of a small budget)
+    privacy = model.privacy
+    moved = measure.planned_marginal_releases(
+        SIZES,
+        10_000,
+        model.ledger,
+        privacy.marginals_fraction + privacy.adaptive_fraction,
+        privacy.selection_fraction,
+    )
+    spent = model.ledger.epsilon_with(moved) / 0.7
+    others = privacy.marginals_fraction + privacy.selection_fraction + privacy.adaptive_fraction
+    assert others < spent < 1  # the threshold falls inside the range the densities can set
+    for density_share, moves in ((spent - others - 1e-3, False), (spent - others + 1e-3, True)):
+        model.privacy = PrivacyConfig(numeric_density_fraction=density_share)
+        assert adaptive.moves_to_marginals(model) == moves
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 2.0, 8.0])
+def test_moving_the_share_never_makes_a_released_count_noisier(epsilon, monkeypatch):
+    """Over released row counts where the larger share makes pairs affordable that were not
+    (halving the per-class tables' share) and where it does not, it moves only where no
+    count gets noisier."""
+    monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 0.0)
+    privacy = PrivacyConfig()
+    larger = privacy.marginals_fraction + privacy.adaptive_fraction
+    noisier = []
+    for rows in range(20, 3000, 20):
+        model = stand_in(epsilon, rows)
+        before = planned_noise(model, privacy.marginals_fraction)
+        after = planned_noise(model, larger)
+        noisier.append(after > before)
+        if adaptive.moves_to_marginals(model):
+            assert after <= before
+    assert any(noisier) and not all(noisier)  # both cases were met
