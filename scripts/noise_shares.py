@@ -9,7 +9,9 @@ tables the tuning rounds and the grid ran on. Each row runs only the releases of
 protocol (80% of its train split, as ``tune_adult.py`` fits, and that script's small tables
 drawn from it) and on each data set's train split (as the grid fits). The release's noise is
 fresh OS entropy, so the released row count, and with it the share, moves slightly from run
-to run. Writes ``results/noise_shares.csv``.
+to run. Also whether each fit gave the adaptive pairs' share to the marginals (where it would
+not rake: ``rdpgan.adaptive.moves_to_marginals``), on the grid's tables and the development
+suite's (``RDPGAN_DATA_DIR`` must hold both). Writes ``results/noise_shares.csv``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pandas as pd
 from machine_info import code_commit, machine_line
 from tune_adult import subsample
 
+from rdpgan import adaptive
 from rdpgan.cli import compose_run_config
 from rdpgan.data.loading import load_split
 from rdpgan.data.split import VALIDATION_KEY, split
@@ -39,12 +42,22 @@ SETTINGS = [
         for name in ("adult", "cervical", "creditcard")
         for eps in (8.0, 1.0)
     ),
+    *(
+        ("devsuite", name, eps, None, None)
+        for name in ("acs12", "creditcard_aer", "credit_data", "ames", "gss_wages")
+        for eps in (8.0, 1.0)
+    ),
 ]
 
 
 def main() -> None:
     commit, started = code_commit(), datetime.now(timezone.utc)
     rows = []
+    # What each fit decided about the adaptive pairs' share (rdpgan.adaptive.moves_to_marginals,
+    # planned before the marginals are released), recorded as the fit calls it.
+    moved: list[bool] = []
+    decide = adaptive.moves_to_marginals
+    adaptive.moves_to_marginals = lambda model: moved.append(decide(model)) or moved[-1]
     for protocol, name, epsilon, n, positives in SETTINGS:
         cfg = compose_run_config([f"dataset={name}"])
         table, train_rows, _ = load_split(cfg.dataset)
@@ -72,6 +85,7 @@ def main() -> None:
                 "share": float(f"{noise / model.released_rows:.3g}"),
                 "tilted": model.sampler.tilting(),
                 "raked_if_pool_null": model.sampler.raking_pool() > 1,
+                "adaptive_share_to_marginals": moved[-1],
             }
         )
         print(rows[-1], flush=True)
