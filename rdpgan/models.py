@@ -169,30 +169,34 @@ class Generator(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """[batch, cells]: the softmax of each block's cells; with ``argmax``, also [batch,
         blocks]: the cell of each block's largest value."""
-        probs, chosen = [], []
+        probs, views = [], []
         for (start, end), shape in zip(self.bucket_cells, self.bucket_shapes, strict=True):
             view = self._bucket(cells, start, end, shape)
             bucket_probs = torch.softmax(view, dim=-1).flatten(1)
             if end - start < math.prod(shape):
                 bucket_probs = bucket_probs.index_select(1, self.bucket_index[start:end])
             probs.append(bucket_probs)
-            if argmax:
-                chosen.append(view.detach().argmax(-1))
+            views.append(view)
         if not probs:  # a table without categorical codes
             return cells, cells.long() if argmax else None
-        blocks = torch.cat(chosen, dim=1) + self.block_offsets if argmax else None
-        return torch.cat(probs, dim=1), blocks
+        return torch.cat(probs, dim=1), self._argmax(views) if argmax else None
 
     def _block_argmax(self, cells: torch.Tensor) -> torch.Tensor:
         """[batch, blocks]: the cell of each block's largest value, as :meth:`_softmax` picks
         it, without the softmax."""
         if not self.bucket_shapes:  # a table without categorical codes
             return cells.long()
-        chosen = [
-            self._bucket(cells, start, end, shape).argmax(-1)
-            for (start, end), shape in zip(self.bucket_cells, self.bucket_shapes, strict=True)
-        ]
-        return torch.cat(chosen, dim=1) + self.block_offsets
+        return self._argmax(
+            [
+                self._bucket(cells, start, end, shape)
+                for (start, end), shape in zip(self.bucket_cells, self.bucket_shapes, strict=True)
+            ]
+        )
+
+    def _argmax(self, views: list[torch.Tensor]) -> torch.Tensor:
+        """[batch, blocks]: each block's largest cell, as a column of the cells, from the
+        buckets' padded layouts (:meth:`_bucket`)."""
+        return torch.cat([view.detach().argmax(-1) for view in views], dim=1) + self.block_offsets
 
     def _bucket(
         self, cells: torch.Tensor, start: int, end: int, shape: tuple[int, int]
