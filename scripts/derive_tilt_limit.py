@@ -6,7 +6,9 @@ The rule (written down after these figures had been seen: the limit's first plac
 them; what it fixes is that only Adult's validation rows are read): for each Adult
 validation cell of round 20 of ``results/tuning_adult.csv`` (ε and table size; 4 seeds
 each, tilted and untilted models), take the noise on one released count as a share of the
-released rows (``results/noise_shares.csv``, its ``validation`` rows: Adult only), and
+released rows at the split those rounds ran with (``results/noise_shares.csv``, its
+``validation`` rows, Adult only, column ``share_configured_split``: the rounds ran before the
+adaptive pairs' share could move to the marginals), and
 whether the tilt lowered the mean of the 1-, 2- and 3-way-with-target TVD. The limit is the
 geometric mean of the largest share at which the tilt helped and the smallest share above it
 at which it did not, rounded to two significant digits. No cervical, credit-card or
@@ -42,7 +44,7 @@ def tilt_cells(tuning: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame:
     # noise_shares lists the whole protocol by its row count; tuning by an empty size.
     sizes = set(rounds["rows"]) - {0}
     adult["rows"] = adult["rows"].where(adult["rows"].isin(sizes), 0)
-    share = adult.set_index(["epsilon", "rows"])["share"]
+    share = adult.set_index(["epsilon", "rows"])["share_configured_split"]
     cells = pd.DataFrame(
         {
             "share": share.reindex(means.index),

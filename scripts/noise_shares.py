@@ -11,13 +11,17 @@ drawn from it) and on each data set's train split (as the grid fits). The releas
 fresh OS entropy, so the released row count, and with it the share, moves slightly from run
 to run. Also whether each fit gave the adaptive pairs' share to the marginals (where it would
 not rake: ``rdpgan.adaptive.moves_to_marginals``), on the grid's tables and the development
-suite's (``RDPGAN_DATA_DIR`` must hold both). Writes ``results/noise_shares.csv``.
+suite's (``RDPGAN_DATA_DIR`` must hold both), and the share with the split as configured
+(``share_configured_split``: the adaptive share kept, as runs before 348a1a7 had it, which
+``derive_tilt_limit.py`` reads for the tuning rounds made then). Writes
+``results/noise_shares.csv``.
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,7 +32,8 @@ from tune_adult import subsample
 
 from rdpgan import adaptive
 from rdpgan.cli import compose_run_config
-from rdpgan.data.loading import load_split
+from rdpgan.config import RunConfig
+from rdpgan.data.loading import Table, load_split
 from rdpgan.data.split import VALIDATION_KEY, split
 from rdpgan.synthesizer import DPCGAN
 
@@ -50,14 +55,39 @@ SETTINGS = [
 ]
 
 
+def releases(
+    decision: Callable[[DPCGAN], bool],
+    cfg: RunConfig,
+    epsilon: float,
+    table: Table,
+    train_rows: pd.DataFrame,
+) -> DPCGAN:
+    """A default fit's releases (one training step), with ``decision`` as the fit's choice of
+    whether the adaptive pairs' share moves to the marginals."""
+    adaptive.moves_to_marginals = decision
+    return DPCGAN(
+        epsilon=epsilon,
+        privacy=cfg.privacy,
+        model=cfg.model,
+        train=replace(cfg.train, steps=1, progress=False),
+        device="cpu",
+    ).fit(train_rows, table.target, table.schema, table.positive_label)
+
+
 def main() -> None:
     commit, started = code_commit(), datetime.now(timezone.utc)
     rows = []
     # What each fit decided about the adaptive pairs' share (rdpgan.adaptive.moves_to_marginals,
-    # planned before the marginals are released), recorded as the fit calls it.
+    # planned before the marginals are released), recorded as the fit calls it; and the same
+    # fit with the split as configured (as every run before 348a1a7, the tuning rounds that
+    # derive_tilt_limit.py reads among them, had it).
     moved: list[bool] = []
     decide = adaptive.moves_to_marginals
-    adaptive.moves_to_marginals = lambda model: moved.append(decide(model)) or moved[-1]
+
+    def recorded(model: DPCGAN) -> bool:
+        moved.append(decide(model))
+        return moved[-1]
+
     for protocol, name, epsilon, n, positives in SETTINGS:
         cfg = compose_run_config([f"dataset={name}"])
         table, train_rows, _ = load_split(cfg.dataset)
@@ -65,13 +95,10 @@ def main() -> None:
             train_rows, _ = split(train_rows, 0.2, VALIDATION_KEY)
             if n is not None:
                 train_rows = subsample(train_rows, table, n, positives)
-        model = DPCGAN(
-            epsilon=epsilon,
-            privacy=cfg.privacy,
-            model=cfg.model,
-            train=replace(cfg.train, steps=1, progress=False),
-            device="cpu",
-        ).fit(train_rows, table.target, table.schema, table.positive_label)
+        model, configured = (
+            releases(decision, cfg, epsilon, table, train_rows)
+            for decision in (recorded, lambda model: False)
+        )
         noise = model.marginal_noise
         model.model_config = replace(model.model_config, sample_pool=None)  # the null rule
         rows.append(
@@ -86,6 +113,9 @@ def main() -> None:
                 "tilted": model.sampler.tilting(),
                 "raked_if_pool_null": model.sampler.raking_pool() > 1,
                 "adaptive_share_to_marginals": moved[-1],
+                "share_configured_split": float(
+                    f"{configured.marginal_noise / configured.released_rows:.3g}"
+                ),
             }
         )
         print(rows[-1], flush=True)
