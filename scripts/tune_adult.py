@@ -490,6 +490,13 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # 0.049/0.136/0.166): not adopted.
     "r31_default": (ModelConfig(), TrainConfig(progress=False), PrivacyConfig()),
     "r31_bins20": (ModelConfig(numeric_bins=20), TrainConfig(progress=False), PrivacyConfig()),
+    # Round 32 (as tune_fidelity.py's round 32): a tenth of ε from the marginals to the
+    # numeric columns' densities, 0.15 -> 0.25.
+    "r32_density25": (
+        ModelConfig(),
+        TrainConfig(progress=False),
+        PrivacyConfig(marginals_fraction=0.4, numeric_density_fraction=0.25),
+    ),
 }
 
 
