@@ -210,7 +210,8 @@ def planned_marginal_releases(
     planned = [_gaussian_release(MARGINALS, sigma, len(coarse_sizes))]
     if candidates:
         rounds = pair_rounds(len(coarse_sizes), candidates)
-        planned.append(_selection_release(selection_fraction * ledger.gaussian_budget(), rounds))
+        selection = selection_fraction * ledger.gaussian_budget()
+        planned.append(_selection_release("pair_selection", selection, rounds))
         planned.append(_gaussian_release(PAIR_MARGINALS, sigma, rounds))
     return planned
 
@@ -329,7 +330,7 @@ def select_pairs(
     if rounds == 0:
         return []
     if ledger.private:
-        ledger.record(_selection_release(epsilon, rounds))
+        ledger.record(_selection_release("pair_selection", epsilon, rounds))
     component = list(range(len(coarse_sizes)))
     chosen: list[tuple[int, int]] = []
     utilities = pair_utilities(coarse, coarse_sizes, candidates, [implied(*p) for p in candidates])
@@ -349,10 +350,11 @@ def select_pairs(
     return chosen
 
 
-def _selection_release(epsilon: float, rounds: int) -> Release:
-    """:func:`select_pairs`' record: ``rounds`` exponential-mechanism picks sharing ``epsilon``."""
+def _selection_release(name: str, epsilon: float, rounds: int) -> Release:
+    """The record of ``rounds`` exponential-mechanism picks (utility sensitivity 1) sharing
+    ``epsilon``."""
     details = {"mechanism": "exponential", "sensitivity": 1.0, "rounds": rounds}
-    return Release("pair_selection", "pure", epsilon=epsilon, details=details)
+    return Release(name, "pure", epsilon=epsilon, details=details)
 
 
 def pair_marginals(
@@ -414,10 +416,12 @@ def reserve_adaptive_pairs(
     if not ledger.private or rounds < 1:
         return
     sigma = ledger.calibrate(1.0, 1, epsilon, alone=True)
-    select = {"mechanism": "exponential", "sensitivity": 1.0, "rounds": rounds, "drawn": False}
-    ledger.record(Release(ADAPTIVE_SELECTION, "pure", epsilon=selection_epsilon, details=select))
-    tables = {"sensitivity": math.sqrt(rounds), "tables": rounds, "drawn": False}
-    ledger.record(Release(ADAPTIVE_PAIRS, "gaussian", sigma, 1.0, 1, tables))
+    for release in (
+        _selection_release(ADAPTIVE_SELECTION, selection_epsilon, rounds),
+        _gaussian_release(ADAPTIVE_PAIRS, sigma, rounds),
+    ):
+        release.details["drawn"] = False
+        ledger.record(release)
 
 
 def reserved_rounds(ledger: PrivacyLedger) -> int:
