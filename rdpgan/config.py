@@ -180,6 +180,14 @@ class ModelConfig:
     # sample at 32 now) where the released marginals are precise, else 1
     # (rdpgan.sampler.RAKING_NOISE_LIMIT; what runs saved before 1 was the default record).
     sample_pool: int | None = None
+    # Where sampling does not rake, it draws this many generated rows per row kept and keeps
+    # rows whose column distributions within each class follow the pool's own (herding,
+    # rdpgan.postprocess.herd): rows kept one by one as drawn scatter around G's distribution,
+    # which on a table of a thousand rows is most of their distance from the real one. It
+    # reads G's rows alone (post-processing, nothing released). 1: keep every generated row.
+    # null: 8 (rdpgan.sampler.HERDING_POOL). Saved runs without this setting keep every row
+    # (as they sampled).
+    herding_pool: int | None = None
     # Sampling shifts each code's logit, per class, so that G's expected code distribution of
     # every column within every class is the released one where they differ by more than its
     # noise (rdpgan.postprocess): post-processing (no privacy cost), a fit once per model
@@ -310,8 +318,10 @@ class SampleCliConfig:
     seed: int | None = None  # default: the model's training seed
     chunk_size: int = 100_000  # rows generated and written at a time (bounds memory)
     # The model's sampling settings for this file (null: as the run chose them): generated rows
-    # per row kept when raking (1: no raking, faster), and whether sampling is tilted.
+    # per row kept when raking (1: no raking, faster) and where it does not rake (herding_pool;
+    # 1: every generated row), and whether sampling is tilted.
     sample_pool: int | None = None
+    herding_pool: int | None = None
     tilt_sampling: bool | None = None
 
 

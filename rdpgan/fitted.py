@@ -57,8 +57,9 @@ WEIGHTS_FILE = "model.npz"
 TORCH_FORMAT, TORCH_WEIGHTS_FILE = 4, "model.pt"
 # What format 4's model settings had that format 5's have not.
 DROPPED_SETTINGS = ("bf16_sampling",)
-# A model.json without the setting is from before it: its rows were drawn untilted.
-RECORDED_BEFORE_TILT = {"tilt_sampling": False}
+# Settings a model.json saved before them lacks, as those runs sampled: untilted, and keeping
+# every generated row where they did not rake (no herding).
+RECORDED_BEFORE = {"tilt_sampling": False, "herding_pool": 1}
 
 
 class FittedModel:
@@ -225,7 +226,7 @@ class FittedModel:
             epsilon=meta["epsilon"],
             delta=meta["delta"],
             privacy=PrivacyConfig(**meta["privacy"]),
-            model=ModelConfig(**{**RECORDED_BEFORE_TILT, **settings}),
+            model=ModelConfig(**{**RECORDED_BEFORE, **settings}),
             train=TrainConfig(**with_absent_train_settings(meta["train"])),
             seed=meta["seed"],
             device=device,

@@ -222,10 +222,15 @@ def run(cfg: SampleCliConfig) -> None:
     if cfg.seed is not None:
         check_seed("seed", cfg.seed)
     check_sample_pool("sample_pool", cfg.sample_pool)
+    check_sample_pool("herding_pool", cfg.herding_pool)
     out = Path(cfg.out)
     output_writer(out)
     model = load_model(Path(cfg.run_dir))
-    chosen = {"sample_pool": cfg.sample_pool, "tilt_sampling": cfg.tilt_sampling}
+    chosen = {
+        "sample_pool": cfg.sample_pool,
+        "herding_pool": cfg.herding_pool,
+        "tilt_sampling": cfg.tilt_sampling,
+    }
     settings = {name: value for name, value in chosen.items() if value is not None}
     model.model_config = replace(model.model_config, **settings)
     rows = model.released_rows if cfg.n is None else cfg.n

@@ -50,6 +50,13 @@ RAKING_ROWS = 524_288
 # (its final sample), and sampling where a run rakes generates 32 rows per row kept.
 RAKING_POOL = 32
 RAKING_NOISE_LIMIT = 8e-4
+# With model.herding_pool null, sampling that does not rake generates HERDING_POOL rows per
+# row kept and herds them (rdpgan.postprocess.herd), HERDING_ROWS output rows at a time: the
+# kept rows follow G's own distribution of each column within each class to about a row per
+# cell, where rows kept one by one as drawn scatter around it (chosen in round 33 of
+# results/tuning_sampling.csv).
+HERDING_POOL = 8
+HERDING_ROWS = 2_048
 # With model.tilt_sampling null, sampling is tilted where the noise std on one released count
 # of the marginals is at most TILT_NOISE_LIMIT of the released row count (the public quantity
 # raking's rule reads). Derived from Adult's validation rounds alone by
@@ -206,20 +213,23 @@ class Sampler:
         if pool is None:
             pool = self.raking_pool()
         check_sample_pool("the raking pool", pool)
-        raker = None
-        if pool > 1:
-            assert self.marginals is not None
-            raker = postprocess.Raker(self.marginals, self.label_probs, only)
-        parts = []
+        picker: postprocess.Raker | postprocess.Herder | None = None
         # In blocks of output rows, so that memory does not grow with n or the pool.
         block = RAKING_ROWS // pool
+        if pool > 1:
+            assert self.marginals is not None
+            picker = postprocess.Raker(self.marginals, self.label_probs, only)
+        elif self.herding_pool() > 1:
+            pool, block = self.herding_pool(), HERDING_ROWS
+            picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs))
+        parts = []
         for start in range(0, n, block):
             size = min(block, n - start)
-            # ``pool`` generated rows per row kept; raking picks the rows to keep.
+            # ``pool`` generated rows per row kept; raking or herding picks the rows to keep.
             labels = rng.choice(len(probs), size * pool, p=probs)
             blocks = self.generate(labels, rng, workers)
-            if raker is not None:
-                keep = raker(blocks, labels, size, rng)
+            if picker is not None:
+                keep = picker(blocks, labels, size, rng)
                 blocks, labels = blocks[keep], labels[keep]
             parts.append((blocks, labels))
         blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))
@@ -231,6 +241,13 @@ class Sampler:
     def raking_pool(self) -> int:
         """See :func:`raking_pool`."""
         return raking_pool(self.config, self.marginals, self.marginal_noise, self.released_rows)
+
+    def herding_pool(self) -> int:
+        """Generated rows per row kept where sampling does not rake: ``model.herding_pool``,
+        or (null) HERDING_POOL; 1 keeps every generated row."""
+        if self.config.herding_pool is not None:
+            return self.config.herding_pool
+        return HERDING_POOL
 
     def tilting(self) -> bool:
         """Whether sampling is tilted: ``model.tilt_sampling``, or (null) where the released

@@ -81,6 +81,7 @@ def validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainCo
         if count < 1:
             raise UserInputError(f"{name} must be at least 1, got {count}")
     check_sample_pool("model.sample_pool", model.sample_pool)
+    check_sample_pool("model.herding_pool", model.herding_pool)
     if model.tilt_sampling is not None and not isinstance(model.tilt_sampling, (bool, np.bool_)):
         raise UserInputError(
             f"model.tilt_sampling must be true, false or null, got {model.tilt_sampling!r}"
