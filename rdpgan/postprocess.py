@@ -196,7 +196,7 @@ def herd(cells: np.ndarray, sizes: Sequence[int], n: int) -> np.ndarray:
     tables, rows = cells.shape
     if n > rows:
         raise ValueError("cannot herd more rows than the pool holds")
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)[:-1]])
     flat = (cells + offsets[:, None]).ravel()  # one numbering of every table's cells
     counts = np.bincount(flat, minlength=int(sum(sizes)))
     gain = (counts[flat] / rows).reshape(tables, rows).sum(axis=0)
@@ -229,7 +229,8 @@ class Herder:
     ) -> np.ndarray:
         """Indices of ``n`` rows of the pool (``codes`` [rows, feature columns], ``labels``),
         in random order (herding picks common rows first)."""
-        cells = labels[None, :] * (np.asarray(self.sizes)[:, None] // self.n_classes) + codes.T
+        code_sizes = np.asarray(self.sizes, dtype=np.int64)[:, None] // self.n_classes
+        cells = labels[None, :] * code_sizes + codes.T
         return rng.permutation(herd(cells, self.sizes, n))
 
 

@@ -8,9 +8,10 @@ i))``, so the file is a pure function of (model, its sampling settings, n, label
 chunk_size), on one kind of CPU and numpy build (float32 products may round otherwise elsewhere)
 and one rdpgan version: a run saved with ``model.sample_pool`` null rakes at this version's
 default pool (32 since b31ba30, 4 before: ``sample_pool=4`` gives the earlier files).
-``sample_pool`` and ``tilt_sampling`` override the run's sampling settings for this
-file only: ``sample_pool=1`` skips raking (many times faster, farther from the released
-pairs).
+``sample_pool``, ``herding_pool`` and ``tilt_sampling`` override the run's sampling settings for
+this file only: ``sample_pool=1`` skips raking (many times faster, farther from the released
+pairs), and ``herding_pool=1`` then keeps every generated row (no herding: faster again, rows
+scattered around G's distribution as drawn).
 
 Speed: nothing here imports torch or the DP machinery (sampling is numpy, :mod:`rdpgan.frozen`).
 Chunks are generated and converted to Arrow tables by a pool of threads (one per CPU core, each

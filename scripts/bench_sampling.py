@@ -7,7 +7,8 @@ Without ``--run-dir``, first trains a default-size model on Adult for ``--train-
 ``python -m rdpgan.train`` in a subprocess (which keeps training's memory out of this process's
 peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
-(as the model's settings pick raking and tilt, then untilted, raked with a pool of 4, and with
+(as the model's settings pick raking and tilt, then unraked keeping every generated row, unraked
+and herded as small tables sample, untilted, raked at RAKING_POOL, and with
 G's passes of other row counts), then writing them to Parquet (as the model samples, and
 raked), then to CSV, in ``--rounds`` rounds (medians reported); the first sample after
 loading, which fits the tilt, once; as the roofline, G's matrix products alone (float32,
@@ -54,7 +55,11 @@ STARTUP_ROWS = 1_000
 ROOFLINE_ROWS = sampler_module.SAMPLE_CHUNK  # one generator pass
 OTHER_PASS_ROWS = (2_048, 16_384)  # G passes timed beside the default
 RAKED_POOL = sampler_module.RAKING_POOL  # the pool raking is timed at
-UNRAKED = "generate + decode, unraked (`model.sample_pool=1`)"
+UNRAKED = "generate + decode, unraked, every row kept (`model.sample_pool=1 herding_pool=1`)"
+HERDED = (
+    "generate + decode, unraked, herded as small tables sample "
+    f"(`model.sample_pool=1`, a pool of {sampler_module.HERDING_POOL})"
+)
 
 
 def matmul_roofline(generator: FrozenGenerator, repeats: int = 5) -> tuple[float, float]:
@@ -167,7 +172,8 @@ def main() -> None:
         raked = f"raked (`model.sample_pool={RAKED_POOL}`)"
         stages: list[tuple[str, Callable[[], object], str | None]] = [
             ("generate + decode only", generate, None),
-            (UNRAKED, changed(generate, sample_pool=1), None),
+            (UNRAKED, changed(generate, sample_pool=1, herding_pool=1), None),
+            (HERDED, changed(generate, sample_pool=1), None),
             (
                 "generate + decode, untilted (`model.tilt_sampling=false`)",
                 changed(generate, tilt_sampling=False),
@@ -224,7 +230,7 @@ def main() -> None:
         (label, rates[stage], workers * per_core / kept)
         for label, stage, kept in (
             (f"as it samples ({default})", results[0][0], pool),
-            ("unraked", UNRAKED, 1),
+            ("unraked, every row kept", UNRAKED, 1),
         )
     ]
     lines = [

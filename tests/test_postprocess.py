@@ -19,9 +19,11 @@ from rdpgan.postprocess import (
     RAKING_FLOOR,
     TILT_LIMIT,
     TILT_TOLERANCE,
+    Herder,
     Raker,
     class_tilts,
     fit_tilt,
+    herd,
     raking_weights,
     systematic_resample,
     tilt_goal,
@@ -83,6 +85,49 @@ def test_rake_rows_matches_each_class_table_and_each_released_pair():
     alone = Raker(released, label_probs, only=1)(codes, labels, 500, rng)
     share = np.bincount(codes[alone, 1], minlength=4) / 500
     np.testing.assert_allclose(share, other[1], atol=0.01)
+
+
+def test_herded_rows_follow_the_pool_in_every_table_where_drawn_rows_scatter():
+    """Herding 1,000 of 8,000 rows keeps every cell of every table within 1.5 rows of its
+    share of the pool (rows drawn independently miss by several: the test of the bound), picks
+    each row at most once, and keeps the dependence between the columns that the pool has."""
+    rng = np.random.default_rng(3)
+    codes = skewed_pool(rng, 8000)
+    cells, sizes = codes.T, [3, 4]
+    kept = herd(cells, sizes, 1000)
+    assert len(np.unique(kept)) == 1000
+
+    def worst_miss(rows: np.ndarray) -> float:
+        return max(
+            np.abs(
+                np.bincount(cells[t, rows], minlength=size)
+                - np.bincount(cells[t], minlength=size) / 8
+            ).max()
+            for t, size in enumerate(sizes)
+        )
+
+    assert worst_miss(kept) <= 1.5
+    assert worst_miss(rng.choice(8000, 1000, replace=False)) > 3
+    same = codes[kept, 1] == codes[kept, 0]  # the pool's rows keep their second code 80%
+    assert abs(same.mean() - 0.8) < 0.05
+    with pytest.raises(ValueError, match="more rows than the pool"):
+        herd(cells, sizes, 8001)
+
+
+def test_a_herder_follows_each_columns_distribution_within_each_class():
+    """Its tables are the (class, code) cells of each column, so the class shares and each
+    class's column distributions follow the pool; the rows come back in random order."""
+    rng = np.random.default_rng(4)
+    codes = skewed_pool(rng, 6000)
+    labels = (codes[:, 0] == 0) & (rng.random(6000) < 0.5)  # classes differ in column 0
+    labels = labels.astype(np.int64)
+    kept = Herder([3, 4], 2)(codes, labels, 1500, rng)
+    assert len(np.unique(kept)) == 1500 and not (np.diff(kept) > 0).all()
+    for column, size in enumerate((3, 4)):
+        for label in (0, 1):
+            pool = np.bincount(codes[labels == label, column], minlength=size) / 4
+            chosen = np.bincount(codes[kept][labels[kept] == label, column], minlength=size)
+            assert np.abs(chosen - pool).max() <= 1.5
 
 
 def test_conditional_distributions_are_exact_without_noise_and_valid_with_it():

@@ -277,13 +277,14 @@ def test_the_file_does_not_depend_on_the_number_of_workers(tmp_path, trained_run
 
 
 def test_sampling_settings_on_the_command_line_apply_to_this_file_only(tmp_path, trained_run):
-    """``sample_pool=1 tilt_sampling=false`` (and either alone) gives the file the model writes
-    with those settings (not the run's file), and leaves the saved run as it was."""
+    """``sample_pool=1 herding_pool=2 tilt_sampling=false`` (and the first and last alone) gives
+    the file the model writes with those settings (not the run's file), and leaves the saved
+    run as it was."""
     common = [f"run_dir={trained_run}", "n=600", "chunk_size=250", "seed=7"]
     saved = (trained_run / "model.json").read_bytes()
     run_file = tmp_path / "run.csv"
     assert sample_cli(tmp_path, *common, f"out={run_file}").returncode == 0
-    everything = {"sample_pool": 1, "tilt_sampling": False}
+    everything = {"sample_pool": 1, "herding_pool": 2, "tilt_sampling": False}
     for settings in ({"sample_pool": 1}, {"tilt_sampling": False}, everything):
         words = [f"{name}={str(value).lower()}" for name, value in settings.items()]
         result = sample_cli(tmp_path, *common, "out=chosen.csv", *words, fresh=True)

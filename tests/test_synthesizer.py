@@ -188,6 +188,8 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"model": ModelConfig(sample_pool=524_289)}, "sample_pool must be between 1 and 524288"),
         ({"model": ModelConfig(sample_pool=1.5)}, "sample_pool must be a whole number"),
         ({"model": ModelConfig(sample_pool=True)}, "sample_pool must be a whole number"),
+        ({"model": ModelConfig(herding_pool=0)}, "herding_pool must be between 1"),
+        ({"model": ModelConfig(herding_pool=2.5)}, "herding_pool must be a whole number"),
         ({"model": ModelConfig(tilt_sampling="no")}, "tilt_sampling must be true, false or null"),
         ({"model": ModelConfig(tilt_sampling=1)}, "tilt_sampling must be true, false or null"),
         ({"privacy": PrivacyConfig(accountant="magic")}, "unknown accountant"),
@@ -276,6 +278,33 @@ def test_tilt_sampling_takes_python_and_numpy_booleans_and_null():
         assert DPCGAN(model=ModelConfig(tilt_sampling=tilt)).model_config.tilt_sampling == tilt
 
 
+def test_herding_keeps_a_pools_rows_in_blocks_and_a_pool_of_one_keeps_every_row(
+    tmp_path, monkeypatch
+):
+    """Unraked, ``model.herding_pool`` rows are generated per row kept, HERDING_ROWS kept rows
+    at a time; 1 generates only the rows kept (rows drawn as before herding). A model.json
+    saved before the setting keeps every row, as it sampled; a saved setting is kept."""
+    monkeypatch.setattr(sampler, "HERDING_ROWS", 300)
+    settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=1, herding_pool=3)}
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
+    model.fit(toy_table(), "y", SCHEMA)
+    generated = count_generated(monkeypatch)
+    herded = model.sample(700, seed=2)
+    assert len(herded) == 700 and generated == [900, 900, 300]
+    assert not herded.duplicated().any()
+    model.save(tmp_path)
+    assert DPCGAN.load(tmp_path, device="cpu").sampler.herding_pool() == 3
+    meta = json.loads((tmp_path / "model.json").read_text())
+    del meta["model"]["herding_pool"]
+    (tmp_path / "model.json").write_text(json.dumps(meta))
+    assert DPCGAN.load(tmp_path, device="cpu").sampler.herding_pool() == 1
+    model.model_config.herding_pool = 1
+    generated.clear()
+    assert len(model.sample(700, seed=2)) == 700 and generated == [700]
+    model.model_config.herding_pool = None
+    assert model.sampler.herding_pool() == sampler.HERDING_POOL
+
+
 def test_a_pool_up_to_the_rows_generated_at_once_is_accepted():
     for pool in (1, np.int64(8), sampler.RAKING_ROWS):
         assert DPCGAN(model=ModelConfig(sample_pool=pool)).model_config.sample_pool == pool
@@ -328,13 +357,17 @@ def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_pa
     assert len(released) == 2 and model.marginal_noise == pytest.approx(noise)
     generated = count_generated(monkeypatch)
     share = noise / model.released_rows
-    for scale, pool, tilted in ((1.01, sampler.RAKING_POOL, True), (0.99, 1, False)):
+    # Where sampling does not rake, it herds from a pool of HERDING_POOL rows per kept row.
+    for scale, pool, tilted, per_row in (
+        (1.01, sampler.RAKING_POOL, True, sampler.RAKING_POOL),
+        (0.99, 1, False, sampler.HERDING_POOL),
+    ):
         monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", share * scale)
         monkeypatch.setattr(sampler, "TILT_NOISE_LIMIT", share * scale)
         assert model.sampler.raking_pool() == pool and model.sampler.tilting() == tilted
         assert (model.sampler.class_tilts() is not None) == tilted
         generated.clear()
-        assert len(model.sample(100, seed=1)) == 100 and generated == [100 * pool]
+        assert len(model.sample(100, seed=1)) == 100 and generated == [100 * per_row]
         model.save(tmp_path)
         loaded = DPCGAN.load(tmp_path, device="cpu")
         assert loaded.sampler.raking_pool() == pool and loaded.sampler.tilting() == tilted
