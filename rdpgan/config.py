@@ -185,7 +185,7 @@ class ModelConfig:
     # rdpgan.postprocess.herd): rows kept one by one as drawn scatter around G's distribution,
     # which on a table of a thousand rows is most of their distance from the real one. It
     # reads G's rows alone (post-processing, nothing released). 1: keep every generated row.
-    # null: 8 (rdpgan.sampler.HERDING_POOL). Saved runs without this setting keep every row
+    # null: 16 (rdpgan.sampler.HERDING_POOL). Saved runs without this setting keep every row
     # (as they sampled).
     herding_pool: int | None = None
     # Sampling shifts each code's logit, per class, so that G's expected code distribution of
