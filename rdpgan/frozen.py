@@ -125,6 +125,12 @@ def _floats(array: np.ndarray) -> np.ndarray:
     return np.array(array, dtype=np.float32)
 
 
+def _centred(array: np.ndarray) -> np.ndarray:
+    """``array`` less its mean over the last axis (a Linear's outputs), in float32."""
+    wide = array.astype(np.float64)
+    return (wide - wide.mean(axis=-1, keepdims=True)).astype(np.float32)
+
+
 class FrozenGenerator:
     """G(z, y) from its trained weights (``state``: the torch generator's ``state_dict`` as
     arrays), for sampling: the body's Linear, LayerNorm and ReLU layers, then a head that emits
@@ -134,14 +140,17 @@ class FrozenGenerator:
         self.layout = layout
         self.n_classes = n_classes
         # G's body is [Linear, LayerNorm, ReLU] per hidden layer (rdpgan.models.Generator).
-        # Weights transposed once: each product is then rows × [in, out].
+        # Weights transposed once: each product is then rows × [in, out]. Each Linear is kept
+        # centred (its weights and bias less their mean over the outputs): its outputs then
+        # have a mean of zero across each row already, which LayerNorm would subtract, and
+        # sampling saves a pass over every hidden layer.
         self.layers: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         names = ["head.weight", "head.bias"]
         while f"body.{3 * len(self.layers)}.weight" in state:
             linear, norm = f"body.{3 * len(self.layers)}", f"body.{3 * len(self.layers) + 1}"
             layer = [f"{linear}.weight", f"{linear}.bias", f"{norm}.weight", f"{norm}.bias"]
-            weight, *vectors = (_floats(state[name]) for name in layer)
-            self.layers.append((weight.T.copy(), *vectors))
+            weight, bias, gain, shift = (_floats(state[name]) for name in layer)
+            self.layers.append((_centred(weight.T), _centred(bias), gain, shift))
             names += layer
         if set(state) != set(names):
             raise ValueError("the weights are not those of a generator")
@@ -171,10 +180,10 @@ class FrozenGenerator:
         same for every row, so it rides on the head's bias)."""
         h = np.concatenate([z, y], axis=1, dtype=np.float32)
         for weight, bias, gain, shift in self.layers:
-            h = h @ weight
+            h = h @ weight  # centred: each row's mean is zero (up to rounding)
             h += bias
-            h -= h.mean(axis=1, keepdims=True)
-            h *= 1.0 / np.sqrt(np.mean(h * h, axis=1, keepdims=True) + LAYER_NORM_EPS)
+            variance = np.einsum("ij,ij->i", h, h) / np.float32(h.shape[1])
+            h *= (1.0 / np.sqrt(variance + np.float32(LAYER_NORM_EPS)))[:, None]
             h *= gain
             h += shift
             np.maximum(h, 0.0, out=h)
@@ -207,33 +216,36 @@ class FrozenGenerator:
         Gumbel-perturbed logits that training's hard samples take, with one draw per block
         instead of one per code.
 
-        Each row is shifted by its largest logit before exp (which then cannot overflow): one
-        pass over the row rather than one per block. Rows with a block so far below that
-        logit that it underflows are drawn again, shifted block by block.
+        Each row is shifted by its largest logit before exp (which then cannot overflow), in
+        place: one pass over the row rather than one per block. Rows with a block so far below
+        that logit that it underflows are drawn again, their logits computed anew and shifted
+        block by block.
         """
-        outputs = self.outputs(z, y, tilt)
-        rows, layout = len(outputs), self.layout
+        weights = self.outputs(z, y, tilt)
+        rows, layout = len(weights), self.layout
         blocks = sum(count for count, _ in layout.bucket_shapes)
         if not blocks:  # a table without feature columns
             return np.zeros((rows, 0), dtype=np.int64)
         # (u · total must stay below the total, which only the block's codes reach: the draw
         # gives up 2^-23 of its range.)
         uniforms = rng.random((rows, blocks), dtype=np.float32) * np.float32(1 - 2**-23)
-        shift = outputs.max(axis=1, keepdims=True)
+        weights -= weights.max(axis=1, keepdims=True)
+        np.exp(weights, out=weights)
         codes = np.empty((rows, blocks), dtype=np.int64)
         start = block = 0
         buckets = zip(layout.bucket_shapes, layout.bucket_widths, self.upper, strict=True)
         for (count, width), widths, upper in buckets:
             end, last = start + count * width, block + count
-            logits, draws = outputs[:, start:end], uniforms[:, block:last]
-            chosen, totals = _inverse_transform(np.exp(logits - shift), draws, upper, widths)
+            draws = uniforms[:, block:last]
+            chosen, totals = _inverse_transform(weights[:, start:end], draws, upper, widths)
             codes[:, block:last] = chosen
             underflow = (totals < SMALLEST_TOTAL).any(axis=1)
             if underflow.any():
-                far = logits[underflow].reshape(-1, count, width)
-                weights = np.exp(far - far.max(axis=-1, keepdims=True))
+                logits = self.outputs(z[underflow], y[underflow], tilt)[:, start:end]
+                far = logits.reshape(-1, count, width)
+                shifted = np.exp(far - far.max(axis=-1, keepdims=True))
                 codes[underflow, block:last] = _inverse_transform(
-                    weights.reshape(len(far), -1), draws[underflow], upper, widths
+                    shifted.reshape(len(far), -1), draws[underflow], upper, widths
                 )[0]
             start, block = end, last
         return codes[:, layout.block_order]

@@ -26,9 +26,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,19 @@ STARTUP_ROWS = 1_000
 ROOFLINE_ROWS = sampler_module.SAMPLE_CHUNK  # one generator pass
 OTHER_PASS_ROWS = (2_048, 16_384)  # G passes timed beside the default
 RAKED_POOL = sampler_module.RAKING_POOL  # the pool raking is timed at
+ROOFLINE_CHAINS = 20  # chains per thread when every worker runs them at once
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """G's products alone: GFLOP/s and generated rows/s on one thread, and rows/s on every
+    worker at once."""
+
+    gflops: float
+    per_core: float
+    all_cores: float
+
+
 UNRAKED = "generate + decode, unraked, every row kept (`model.sample_pool=1 herding_pool=1`)"
 HERDED = (
     "generate + decode, unraked, herded as small tables sample "
@@ -62,24 +76,35 @@ HERDED = (
 )
 
 
-def matmul_roofline(generator: FrozenGenerator, repeats: int = 5) -> tuple[float, float]:
-    """(GFLOP/s, rows/s) of G's matrix products (the body's layers and sampling's padded head)
-    as a bare float32 chain on one thread: the most a core can generate, before layer
-    normalisation, draws, decoding or raking."""
+def matmul_roofline(generator: FrozenGenerator, workers: int, repeats: int = 5) -> Roofline:
+    """G's matrix products (the body's layers and sampling's padded head) as a bare float32
+    chain: the most a core can generate, before layer normalisation, draws, decoding or
+    raking; on one thread, and on ``workers`` threads at once (each with one BLAS thread, as
+    sampling runs them), where the cores share their caches and memory."""
     shapes = [weight.shape for weight, *_ in generator.layers] + [generator.head_weight.shape]
     rng = np.random.default_rng(0)
     weights = [rng.standard_normal(shape, dtype=np.float32) for shape in shapes]
     rows = rng.standard_normal((ROOFLINE_ROWS, shapes[0][0]), dtype=np.float32)
 
-    def chain() -> None:
-        x = rows
-        for weight in weights:
-            x = x @ weight
+    def chain(times: int = 1) -> None:
+        for _ in range(times):
+            x = rows
+            for weight in weights:
+                x = x @ weight
 
+    def together() -> None:
+        threads = [threading.Thread(target=chain, args=(ROOFLINE_CHAINS,)) for _ in range(workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    rows_per_thread = ROOFLINE_CHAINS * ROOFLINE_ROWS
     with threadpool_limits(1, user_api="blas"):
-        best = min(timed(chain) for _ in range(repeats))
-    flops = 2 * ROOFLINE_ROWS * sum(a * b for a, b in shapes)
-    return flops / best / 1e9, ROOFLINE_ROWS / best
+        one = min(timed(lambda: chain(ROOFLINE_CHAINS)) for _ in range(repeats))
+        all_cores = min(timed(together) for _ in range(repeats))
+    flops = 2 * rows_per_thread * sum(a * b for a, b in shapes)
+    return Roofline(flops / one / 1e9, rows_per_thread / one, workers * rows_per_thread / all_cores)
 
 
 def startup_seconds(run_dir: Path, out: Path, runs: int) -> list[float]:
@@ -220,14 +245,14 @@ def main() -> None:
         if size != "—"  # the stages that write a file
     )
     assert model.frozen is not None
-    gflops, per_core = matmul_roofline(model.frozen)
+    roofline = matmul_roofline(model.frozen, workers)
     pool = model.sampler.raking_pool()
     default = "no raking" if pool == 1 else f"raking, a pool of {pool}"
-    # What sampling can reach: the products on every worker, one row kept of every ``pool``
-    # generated; for this model's own pool, and unraked.
+    # What sampling can reach: the products on every worker at once, one row kept of every
+    # ``pool`` generated; for this model's own pool, and unraked.
     rates = {stage: rate for stage, _, rate, _, _ in results}
     shares = [
-        (label, rates[stage], workers * per_core / kept)
+        (label, rates[stage], roofline.all_cores / kept)
         for label, stage, kept in (
             (f"as it samples ({default})", results[0][0], pool),
             ("unraked, every row kept", UNRAKED, 1),
@@ -262,13 +287,15 @@ def main() -> None:
         "",
         f"Bar: ≥ {BAR_ROWS_PER_SECOND:,} rows/s written, on 2 CPU cores: {verdicts}.",
         "",
-        f"Roofline: G's matrix products alone ({ROOFLINE_ROWS:,} rows, one thread, float32 "
-        f"through numpy's BLAS as sampling runs them) run at {gflops:.0f} GFLOP/s "
-        f"({per_core:,.0f} generated rows/s per core): on all {workers} cores, with nothing "
-        f"else to do, {workers * per_core:,.0f} rows/s. This model samples with {default} "
-        f"(`model.sample_pool`). Raking with a pool of {RAKED_POOL} keeps one row of every "
-        f"{RAKED_POOL} generated: at most {workers * per_core / RAKED_POOL:,.0f} rows/s on the "
-        "same products.",
+        f"Roofline: G's matrix products alone ({ROOFLINE_ROWS:,} rows per product, float32 "
+        f"through numpy's BLAS as sampling runs them) run at {roofline.gflops:.0f} GFLOP/s on "
+        f"one thread ({roofline.per_core:,.0f} generated rows/s); on all {workers} cores at "
+        f"once, one BLAS thread each as sampling's workers run, with nothing else to do, "
+        f"{roofline.all_cores:,.0f} rows/s ({roofline.all_cores / roofline.per_core:.2f} "
+        f"times one thread: the cores share caches and memory). This model samples with "
+        f"{default} (`model.sample_pool`). Raking with a pool of {RAKED_POOL} keeps one row of "
+        f"every {RAKED_POOL} generated: at most {roofline.all_cores / RAKED_POOL:,.0f} rows/s "
+        "on the same products.",
         "",
         f"Against that roofline, on {workers} cores (issue 29's bar: ≥ 70%):",
         "",

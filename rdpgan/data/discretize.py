@@ -92,40 +92,62 @@ class Bins:
 
     def value_mask(self, values: np.ndarray) -> np.ndarray:
         """Which values fall in a value code (not missing, not on a declared point mass)."""
-        return self.codes(values)[0] < self.n_values
+        return self.code_of(values) < self.n_values
 
     def codes(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(code, offset in [-1, 1] within the bin) per value; offsets are 0 on a grid, at a
         point mass and when missing."""
         values = np.asarray(values, dtype=float)
-        missing = np.isnan(values)
-        # Clipped first, as the schema promises: a value beyond a bound that is a point mass
-        # *is* that point mass (what the generator emits for it), not the edge bin's.
-        filled = np.clip(np.where(missing, self.column.lo, values), self.column.lo, self.column.hi)
-        if self.on_grid:
-            first = self._grid[0]
-            clipped = np.clip(np.round(filled), first, self._grid[1])
-            codes = (clipped - first).astype(np.int64)
-            offsets = np.zeros(len(values))
-        else:
-            unit = self.column.to_unit(filled)
-            codes = np.searchsorted(self.edges[1:-1], unit, side="right").astype(np.int64)
-            low, high = self._mass(self.edges[codes]), self._mass(self.edges[codes + 1])
+        value_codes, unit = self._value_codes(values)
+        offsets = np.zeros(len(values))
+        if unit is not None:
+            low = self._mass(self.edges[value_codes])
+            high = self._mass(self.edges[value_codes + 1])
             within = (self._mass(unit) - low) / np.where(high > low, high - low, 1.0)
             offsets = np.clip(2.0 * within - 1.0, -1.0, 1.0)
+        codes = self._with_specials(values, value_codes)
+        offsets[codes >= self.n_values] = 0.0
+        return codes, offsets
+
+    def code_of(self, values: np.ndarray) -> np.ndarray:
+        """:meth:`codes` without the offsets (what a decoded value is checked against)."""
+        values = np.asarray(values, dtype=float)
+        return self._with_specials(values, self._value_codes(values)[0])
+
+    def _filled(self, values: np.ndarray) -> np.ndarray:
+        """Clipped to the bounds first, as the schema promises: a value beyond a bound that is
+        a point mass *is* that point mass (what the generator emits for it), not the edge
+        bin's; missing values stand at the lower bound (their code is "missing")."""
+        lo, hi = self.column.lo, self.column.hi
+        return np.clip(np.where(np.isnan(values), lo, values), lo, hi)
+
+    def _value_codes(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(each value's value code, its position in the unit interval: None on a grid)."""
+        filled = self._filled(values)
+        if self.on_grid:
+            first, last = self._grid
+            return (np.clip(np.round(filled), first, last) - first).astype(np.int64), None
+        unit = self.column.to_unit(filled)
+        return np.searchsorted(self.edges[1:-1], unit, side="right").astype(np.int64), unit
+
+    def _with_specials(self, values: np.ndarray, value_codes: np.ndarray) -> np.ndarray:
+        """``value_codes`` with the codes of point masses and "missing" where values are."""
+        missing = np.isnan(values)
+        filled = self._filled(values)
+        codes = value_codes.copy()
         for i, mass in enumerate(self.column.point_masses):
-            at_mass = ~missing & (filled == mass)
-            codes[at_mass] = self.n_values + i
-            offsets[at_mass] = 0.0
+            codes[~missing & (filled == mass)] = self.n_values + i
         if self.column.missing:
             codes[missing] = self.size - 1
-            offsets[missing] = 0.0
-        return codes, offsets
+        return codes
 
     def _mass(self, unit: np.ndarray) -> np.ndarray:
         """The released CDF at positions of the unit interval (linear within a cell)."""
         cdf = self._cumulative
-        return np.interp(unit, np.linspace(-1.0, 1.0, len(cdf)), cdf)
+        cells = len(cdf) - 1
+        position = np.clip((np.asarray(unit, dtype=float) + 1.0) * (cells / 2.0), 0.0, cells)
+        cell = np.minimum(position.astype(np.int64), cells - 1)
+        return cdf[cell] + (position - cell) * (cdf[cell + 1] - cdf[cell])
 
     def _position(self, value_codes: np.ndarray, within: np.ndarray) -> np.ndarray:
         """The unit position at quantile ``within`` (in [0, 1]) of each code's bin under the
@@ -180,12 +202,16 @@ class Bins:
                 at = values == mass
                 values = np.where(at & (mass + 1 <= last), mass + 1, values)
                 values = np.where(at & (mass + 1 > last) & (mass - 1 >= first), mass - 1, values)
-        for step in (1.0, -1.0):  # an integer on an edge: float rounding decides its side
-            outside = self.codes(values)[0] != value_codes
-            moved = values + step
-            values = np.where(outside & (self.codes(moved)[0] == value_codes), moved, values)
+        # An integer on an edge: float rounding decides its side; one step over may fit.
+        outside = np.flatnonzero(self.code_of(values) != value_codes)
+        for step in (1.0, -1.0):
+            moved = values[outside] + step
+            fits = self.code_of(moved) == value_codes[outside]
+            values[outside[fits]] = moved[fits]
+            outside = outside[~fits]
         # A bin that holds no integer (narrower than one unit): the nearest one it is.
-        return np.where(self.codes(values)[0] == value_codes, values, np.round(exact))
+        values[outside] = np.round(exact[outside])
+        return values
 
 
 def column_size(column: Column, n_bins: int) -> int:
