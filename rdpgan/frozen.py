@@ -126,9 +126,13 @@ def _floats(array: np.ndarray) -> np.ndarray:
 
 
 def _centred(array: np.ndarray) -> np.ndarray:
-    """``array`` less its mean over the last axis (a Linear's outputs), in float32."""
+    """``array`` less its mean over the last axis (a Linear's outputs), in float32
+    (ValueError: weights so large that the difference leaves float32's range)."""
     wide = array.astype(np.float64)
-    return (wide - wide.mean(axis=-1, keepdims=True)).astype(np.float32)
+    centred = np.ascontiguousarray(wide - wide.mean(axis=-1, keepdims=True), dtype=np.float32)
+    if not np.isfinite(centred).all():
+        raise ValueError("the generator's weights are not finite real numbers")
+    return centred
 
 
 class FrozenGenerator:
@@ -149,13 +153,17 @@ class FrozenGenerator:
         while f"body.{3 * len(self.layers)}.weight" in state:
             linear, norm = f"body.{3 * len(self.layers)}", f"body.{3 * len(self.layers) + 1}"
             layer = [f"{linear}.weight", f"{linear}.bias", f"{norm}.weight", f"{norm}.bias"]
-            weight, bias, gain, shift = (_floats(state[name]) for name in layer)
-            self.layers.append((_centred(weight.T), _centred(bias), gain, shift))
+            weight, *vectors = (_floats(state[name]) for name in layer)
+            self.layers.append((weight.T, *vectors))
             names += layer
         if set(state) != set(names):
             raise ValueError("the weights are not those of a generator")
         head_weight, head_bias = _floats(state["head.weight"]), _floats(state["head.bias"])
         _check_shapes(self.layers, head_weight, head_bias, layout.width)
+        self.layers = [
+            (_centred(weight), _centred(bias), gain, shift)
+            for weight, bias, gain, shift in self.layers
+        ]
         zero_row = np.zeros((1, head_weight.shape[1]), np.float32)
         padding = np.full(1, -np.inf, np.float32)
         rows = layout.sampling_rows

@@ -181,7 +181,9 @@ def systematic_resample(weights: np.ndarray, n: int, rng: np.random.Generator) -
     return np.searchsorted(cumulative, positions, side="right")
 
 
-def herd(cells: np.ndarray, sizes: Sequence[int], n: int) -> np.ndarray:
+def herd(
+    cells: np.ndarray, sizes: Sequence[int], n: int, residual: np.ndarray | None = None
+) -> np.ndarray:
     """Indices of ``n`` distinct rows of a pool, chosen one at a time by kernel herding (Welling
     2009; Chen, Welling & Smola 2010) on the pool's own tables: row i lies in cell
     ``cells[t, i]`` of table t (of ``sizes[t]`` cells), and each pick is the row whose cells
@@ -190,19 +192,28 @@ def herd(cells: np.ndarray, sizes: Sequence[int], n: int) -> np.ndarray:
     where rows drawn independently scatter by sqrt(rows × share) per cell: on a table of a
     thousand rows, that scatter is most of the distance between a synthetic and a real table.
 
-    Row j's shortfall after m picks is (m + 1) × (the pool's shares of its cells, summed over
-    the tables) - (the picks in its cells): kept up to date by adding the first term every
-    pick and taking one from the rows of each cell of the row picked."""
+    ``residual`` (one entry per cell of all the tables, in order; updated in place) carries
+    what earlier picks fell short by into this call: a cell too rare to be picked within one
+    pool is picked in a later one, so that over a sample of many pools every cell keeps its
+    share (to within a row), rare ones included.
+
+    Row j's shortfall after m picks is its cells' residuals plus (m + 1) × the pool's shares
+    of its cells, summed over the tables, less the picks in its cells: kept up to date by
+    adding the shares every pick and taking one from the rows of each cell of the row picked.
+    """
     tables, rows = cells.shape
     if n > rows:
         raise ValueError("cannot herd more rows than the pool holds")
     offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)[:-1]])
     flat = (cells + offsets[:, None]).ravel()  # one numbering of every table's cells
-    counts = np.bincount(flat, minlength=int(sum(sizes)))
-    gain = (counts[flat] / rows).reshape(tables, rows).sum(axis=0)
+    total = int(sum(sizes))
+    counts = np.bincount(flat, minlength=total)
+    shares = counts / rows
+    residual = np.zeros(total) if residual is None else residual
+    gain = shares[flat].reshape(tables, rows).sum(axis=0)
+    score = gain + residual[flat].reshape(tables, rows).sum(axis=0)
     members = np.argsort(flat, kind="stable") % rows  # the rows of each cell, cell by cell
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    score = gain.copy()
     chosen = np.empty(n, dtype=np.int64)
     for m in range(n):
         row = int(np.argmax(score))
@@ -211,18 +222,22 @@ def herd(cells: np.ndarray, sizes: Sequence[int], n: int) -> np.ndarray:
             score[members[bounds[cell] : bounds[cell + 1]]] -= 1.0
         score[row] = -np.inf
         score += gain
+    picked = flat.reshape(tables, rows)[:, chosen].ravel()
+    residual += n * shares - np.bincount(picked, minlength=total)
     return chosen
 
 
 class Herder:
-    """Picks rows of generated pools that follow the pool itself: each column's distribution
-    within each class (:func:`herd`). Where the released marginals are too noisy to rake
-    toward, this removes the noise of drawing rows one by one instead, and matches nothing
-    released (it reads G's rows alone)."""
+    """Picks rows of generated pools that follow the pools themselves: each column's
+    distribution within each class (:func:`herd`), what the picks of one sampling call fall
+    short by carried from each pool to the next. Where the released marginals are too noisy
+    to rake toward, this removes the noise of drawing rows one by one instead, and matches
+    nothing released (it reads G's rows alone)."""
 
     def __init__(self, code_sizes: Sequence[int], n_classes: int):
         self.sizes = [n_classes * size for size in code_sizes]
         self.n_classes = n_classes
+        self.residual = np.zeros(sum(self.sizes))
 
     def __call__(
         self, codes: np.ndarray, labels: np.ndarray, n: int, rng: np.random.Generator
@@ -231,7 +246,7 @@ class Herder:
         in random order (herding picks common rows first)."""
         code_sizes = np.asarray(self.sizes, dtype=np.int64)[:, None] // self.n_classes
         cells = labels[None, :] * code_sizes + codes.T
-        return rng.permutation(herd(cells, self.sizes, n))
+        return rng.permutation(herd(cells, self.sizes, n, self.residual))
 
 
 class Raker:

@@ -247,7 +247,10 @@ def main() -> None:
     assert model.frozen is not None
     roofline = matmul_roofline(model.frozen, workers)
     pool = model.sampler.raking_pool()
-    default = "no raking" if pool == 1 else f"raking, a pool of {pool}"
+    default = f"raking, a pool of {pool}"
+    if pool == 1:  # (a pool of 1 rakes nothing: it herds, from as many rows as it asks)
+        pool = model.sampler.herding_pool()
+        default = "no raking" if pool == 1 else f"no raking, herding from a pool of {pool}"
     # What sampling can reach: the products on every worker at once, one row kept of every
     # ``pool`` generated; for this model's own pool, and unraked.
     rates = {stage: rate for stage, _, rate, _, _ in results}

@@ -114,6 +114,28 @@ def test_herded_rows_follow_the_pool_in_every_table_where_drawn_rows_scatter():
         herd(cells, sizes, 8001)
 
 
+def test_what_one_pools_picks_fall_short_by_is_carried_to_the_next():
+    """A code held by 1 row in 400 is too rare to be picked among 100 rows of one pool; over
+    20 pools of 100 picks each it is kept 5 times (to within one), its share; without the
+    carry, hardly ever."""
+    rng = np.random.default_rng(5)
+
+    def pool() -> np.ndarray:
+        codes = rng.choice(2, size=400, p=[0.6, 0.4])
+        codes[rng.integers(400)] = 2  # one rare row in every pool: a share of 1/400
+        return codes
+
+    residual = np.zeros(3)
+    carried = alone = 0
+    for _ in range(20):
+        codes = pool()
+        carried += int((codes[herd(codes[None, :], [3], 100, residual)] == 2).sum())
+        codes = pool()
+        alone += int((codes[herd(codes[None, :], [3], 100)] == 2).sum())
+    assert abs(carried - 5) <= 1
+    assert alone <= 1
+
+
 def test_a_herder_follows_each_columns_distribution_within_each_class():
     """Its tables are the (class, code) cells of each column, so the class shares and each
     class's column distributions follow the pool; the rows come back in random order."""

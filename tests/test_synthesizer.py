@@ -281,17 +281,21 @@ def test_tilt_sampling_takes_python_and_numpy_booleans_and_null():
 def test_herding_keeps_a_pools_rows_in_blocks_and_a_pool_of_one_keeps_every_row(
     tmp_path, monkeypatch
 ):
-    """Unraked, ``model.herding_pool`` rows are generated per row kept, HERDING_ROWS kept rows
-    at a time; 1 generates only the rows kept (rows drawn as before herding). A model.json
-    saved before the setting keeps every row, as it sampled; a saved setting is kept."""
+    """Unraked, ``model.herding_pool`` rows are generated per row kept, at most HERDING_ROWS
+    kept rows at a time in near-equal pools, from HERDING_MIN rows; 1 generates only the rows
+    kept (rows drawn as before herding). A model.json saved before the setting keeps every
+    row, as it sampled; a saved setting is kept."""
     monkeypatch.setattr(sampler, "HERDING_ROWS", 300)
     settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=1, herding_pool=3)}
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
     generated = count_generated(monkeypatch)
-    herded = model.sample(700, seed=2)
-    assert len(herded) == 700 and generated == [900, 900, 300]
+    herded = model.sample(700, seed=2)  # near-equal pools: 234, 234 and 232 rows kept
+    assert len(herded) == 700 and generated == [702, 702, 696]
     assert not herded.duplicated().any()
+    generated.clear()  # fewer than HERDING_MIN rows: every generated row is kept
+    assert len(model.sample(sampler.HERDING_MIN - 1, seed=2)) == sampler.HERDING_MIN - 1
+    assert generated == [sampler.HERDING_MIN - 1]
     model.save(tmp_path)
     assert DPCGAN.load(tmp_path, device="cpu").sampler.herding_pool() == 3
     meta = json.loads((tmp_path / "model.json").read_text())
@@ -367,7 +371,7 @@ def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_pa
         assert model.sampler.raking_pool() == pool and model.sampler.tilting() == tilted
         assert (model.sampler.class_tilts() is not None) == tilted
         generated.clear()
-        assert len(model.sample(100, seed=1)) == 100 and generated == [100 * per_row]
+        assert len(model.sample(300, seed=1)) == 300 and generated == [300 * per_row]
         model.save(tmp_path)
         loaded = DPCGAN.load(tmp_path, device="cpu")
         assert loaded.sampler.raking_pool() == pool and loaded.sampler.tilting() == tilted
@@ -406,8 +410,9 @@ def test_each_class_is_tilted_toward_its_own_released_distributions(monkeypatch)
     """Exact marginals (a non-private run): each class's sampled codes of ``x`` (whose
     distribution differs by class) follow that class's release, with the noise variance of
     each class's own released count handed to the fit; the untilted rows do not."""
-    # No raking: it would match the released distributions whatever the tilt does.
-    tilted = replace(SMALL["model"], tilt_sampling=True, sample_pool=1)
+    # No raking (nor herding): it would match the released distributions whatever the tilt
+    # does.
+    tilted = replace(SMALL["model"], tilt_sampling=True, sample_pool=1, herding_pool=1)
     settings = {**SMALL, "model": tilted}
     model = DPCGAN(device="cpu", privacy=PrivacyConfig(name="none", accountant="none"), **settings)
     model.fit(toy_table(4000), "y", SCHEMA)
