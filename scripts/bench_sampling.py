@@ -198,7 +198,8 @@ def main() -> None:
         stages: list[tuple[str, Callable[[], object], str | None]] = [
             ("generate + decode only", generate, None),
             (UNRAKED, changed(generate, sample_pool=1, herding_pool=1), None),
-            (HERDED, changed(generate, sample_pool=1), None),
+            # (herding_pool null: the default pool, whatever the saved run recorded)
+            (HERDED, changed(generate, sample_pool=1, herding_pool=None), None),
             (
                 "generate + decode, untilted (`model.tilt_sampling=false`)",
                 changed(generate, tilt_sampling=False),
