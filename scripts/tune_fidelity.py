@@ -20,6 +20,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from machine_info import code_commit, machine_line
@@ -136,6 +137,62 @@ CANDIDATES: dict[str, list[str]] = {
 }
 
 
+def validation_run(
+    name: str, epsilon: float, seed: int, overrides: list[str]
+) -> tuple[Any, Any, pd.DataFrame, pd.DataFrame]:
+    """The run settings for table ``name`` (with ``overrides``), the table, and its train split
+    cut into the rows to fit on and the validation rows (its test split is never read)."""
+    fixed = [f"dataset={name}", f"epsilon={epsilon}", f"seed={seed}", "train.progress=false"]
+    cfg = compose_run_config([*fixed, *overrides])
+    table, train_rows, _test_rows_never_read = load_split(cfg.dataset, cfg.data.root)
+    fit_rows, validation = split(train_rows, 0.2, VALIDATION_KEY)
+    return cfg, table, fit_rows, validation
+
+
+def fitted(cfg, fit_rows: pd.DataFrame, table, seed: int) -> DPCGAN:
+    """The model ``cfg`` describes, fitted on ``fit_rows`` (on the CPU)."""
+    return DPCGAN(
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        privacy=cfg.privacy,
+        model=cfg.model,
+        train=cfg.train,
+        seed=seed,
+        device="cpu",
+    ).fit(fit_rows, table.target, table.schema, table.positive_label)
+
+
+def scores_of(
+    synthetic: pd.DataFrame, fit_rows: pd.DataFrame, validation: pd.DataFrame, table, seed: int
+) -> dict[str, float]:
+    """The validation AUROC of ``synthetic`` and its fidelity to the rows it was fitted on,
+    at the data's resolution (``q_``) and at the public bins."""
+    scores = score_table(
+        synthetic, validation, table.schema, table.target, table.positive_label, seed
+    )
+    row = {"validation_mean_auroc": round(scores.mean, 4)}
+    for resolution, prefix in (("quantile", "q_"), ("public", "")):
+        fidelity = fidelity_scores(
+            fit_rows, synthetic, table.schema, table.target, resolution=resolution
+        )
+        row.update({prefix + k: round(fidelity[k], 4) for k in SCORES})
+    return row
+
+
+def provenance(commit: str, command: str, machine: str) -> dict[str, str]:
+    """What a tuning row records of how it was made."""
+    date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return {"commit": commit, "command": command, "date": date, "machine": machine}
+
+
+def appended(out: Path, rows: list[dict[str, object]]) -> pd.DataFrame:
+    """``out``'s rows (none if it does not exist yet) and ``rows``, written back to ``out``."""
+    current = pd.read_csv(out) if out.is_file() else pd.DataFrame()
+    done = pd.concat([current, pd.DataFrame(rows)], ignore_index=True)
+    done.to_csv(out, index=False)
+    return done
+
+
 def is_done(done: pd.DataFrame, name: str, table: str, seed: int, epsilon: float) -> bool:
     hit = (
         (done["name"] == name)
@@ -168,58 +225,29 @@ def main() -> None:
         for seed in args.seeds:
             if is_done(done, name, args.table, seed, args.epsilon):
                 continue
-            overrides = [
-                f"dataset={args.table}",
-                f"epsilon={args.epsilon}",
-                f"delta={args.delta}",
-                f"seed={seed}",
-                "train.progress=false",
-                *CANDIDATES[name],
-            ]
-            cfg = compose_run_config(overrides)
-            table, train_rows, _test_rows_never_read = load_split(cfg.dataset, cfg.data.root)
-            fit_rows, validation = split(train_rows, 0.2, VALIDATION_KEY)
-            start = time.perf_counter()
-            model = DPCGAN(
-                epsilon=cfg.epsilon,
-                delta=cfg.delta,
-                privacy=cfg.privacy,
-                model=cfg.model,
-                train=cfg.train,
-                seed=seed,
-                device="cpu",
-            ).fit(fit_rows, table.target, table.schema, table.positive_label)
-            synthetic = model.sample(len(fit_rows))
-            seconds = time.perf_counter() - start
-            scores = score_table(
-                synthetic, validation, table.schema, table.target, table.positive_label, seed
+            overrides = [f"delta={args.delta}", *CANDIDATES[name]]
+            cfg, table, fit_rows, validation = validation_run(
+                args.table, args.epsilon, seed, overrides
             )
+            start = time.perf_counter()
+            synthetic = fitted(cfg, fit_rows, table, seed).sample(len(fit_rows))
+            seconds = time.perf_counter() - start
             row: dict[str, object] = {
                 "name": name,
                 "table": args.table,
                 "seed": seed,
                 "epsilon": args.epsilon,
-                "validation_mean_auroc": round(scores.mean, 4),
+                **scores_of(synthetic, fit_rows, validation, table, seed),
             }
-            for resolution, prefix in (("quantile", "q_"), ("public", "")):
-                fidelity = fidelity_scores(
-                    fit_rows, synthetic, table.schema, table.target, resolution=resolution
-                )
-                row.update({prefix + k: round(fidelity[k], 4) for k in SCORES})
             row.update(
                 {
                     "overrides": " ".join(CANDIDATES[name]),
                     "seconds": round(seconds, 1),
-                    "commit": commit,
-                    "command": command,
-                    "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                    "machine": machine,
+                    **provenance(commit, command, machine),
                 }
             )
             print(row, flush=True)
-            current = pd.read_csv(OUT) if OUT.is_file() else pd.DataFrame()
-            done = pd.concat([current, pd.DataFrame([row])], ignore_index=True)
-            done.to_csv(OUT, index=False)
+            done = appended(OUT, [row])
 
 
 if __name__ == "__main__":

@@ -24,24 +24,23 @@ import shlex
 import sys
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 from machine_info import code_commit, machine_line
 from tune_adult import subsample
-from tune_fidelity import TABLES
-
-from rdpgan.cli import compose_run_config
-from rdpgan.data.loading import load_split
-from rdpgan.data.split import VALIDATION_KEY, split
-from rdpgan.evaluate import score_table
-from rdpgan.fidelity import fidelity_scores
-from rdpgan.synthesizer import DPCGAN
+from tune_fidelity import (
+    SCORES,
+    TABLES,
+    appended,
+    fitted,
+    provenance,
+    scores_of,
+    validation_run,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "results" / "tuning_sampling.csv"
-SCORES = ("tvd_1way", "tvd_2way", "tvd_3way_target", "duplicate_rows")
 # Round 33: generated rows per kept row where sampling does not rake (1: every row, as before).
 CANDIDATES: dict[str, dict[str, object]] = {
     "herding1": {"herding_pool": 1},
@@ -83,26 +82,10 @@ def main() -> None:
             ).any()
         ):
             continue
-        overrides = [
-            f"dataset={args.table}",
-            f"epsilon={args.epsilon}",
-            f"seed={seed}",
-            "train.progress=false",
-        ]
-        cfg = compose_run_config(overrides)
-        table, train_rows, _test_rows_never_read = load_split(cfg.dataset, cfg.data.root)
-        fit_rows, validation = split(train_rows, 0.2, VALIDATION_KEY)
+        cfg, table, fit_rows, validation = validation_run(args.table, args.epsilon, seed, [])
         if args.rows is not None:
             fit_rows = subsample(fit_rows, table, args.rows, args.positives)
-        model = DPCGAN(
-            epsilon=cfg.epsilon,
-            delta=cfg.delta,
-            privacy=cfg.privacy,
-            model=cfg.model,
-            train=cfg.train,
-            seed=seed,
-            device="cpu",
-        ).fit(fit_rows, table.target, table.schema, table.positive_label)
+        model = fitted(cfg, fit_rows, table, seed)
         trained = model.model_config
         new_rows = []
         for name, settings in CANDIDATES.items():
@@ -110,9 +93,6 @@ def main() -> None:
             start = time.perf_counter()
             synthetic = model.sample(len(fit_rows), seed=SAMPLING_SEED + seed)
             seconds = time.perf_counter() - start
-            scores = score_table(
-                synthetic, validation, table.schema, table.target, table.positive_label, seed
-            )
             row: dict[str, object] = {
                 "name": name,
                 "table": args.table,
@@ -121,28 +101,18 @@ def main() -> None:
                 "seed": seed,
                 "epsilon": args.epsilon,
                 "raking_pool": model.sampler.raking_pool(),
-                "validation_mean_auroc": round(scores.mean, 4),
+                **scores_of(synthetic, fit_rows, validation, table, seed),
             }
-            for resolution, prefix in (("quantile", "q_"), ("public", "")):
-                fidelity = fidelity_scores(
-                    fit_rows, synthetic, table.schema, table.target, resolution=resolution
-                )
-                row.update({prefix + k: round(fidelity[k], 4) for k in SCORES})
             row.update(
                 {
                     "settings": " ".join(f"model.{k}={v}" for k, v in settings.items()),
                     "sample_seconds": round(seconds, 2),
-                    "commit": commit,
-                    "command": command,
-                    "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                    "machine": machine,
+                    **provenance(commit, command, machine),
                 }
             )
             print(row, flush=True)
             new_rows.append(row)
-        current = pd.read_csv(OUT) if OUT.is_file() else pd.DataFrame()
-        done = pd.concat([current, pd.DataFrame(new_rows)], ignore_index=True)
-        done.to_csv(OUT, index=False)
+        done = appended(OUT, new_rows)
 
 
 if __name__ == "__main__":
