@@ -174,6 +174,18 @@ class FrozenGenerator:
         inputs = (self.layers[0][0] if self.layers else self.head_weight).shape[0]
         self.latent_dim = inputs - n_classes
 
+    def latent_draws(self, rng: np.random.Generator, rows: int) -> np.ndarray:
+        """[rows, latent_dim] standard normal float32 draws, by the Box-Muller transform of
+        float32 uniforms: numpy's vectorised float32 log, sqrt, cos and sin take about a third
+        of the time of its ziggurat there (the draws' tails end near 5.8 standard deviations,
+        where float32 uniforms stop: a share of 1e-8 of the draws)."""
+        count = rows * self.latent_dim
+        uniforms = rng.random((2, (count + 1) // 2), dtype=np.float32)
+        radius = np.sqrt(np.float32(-2.0) * np.log1p(-uniforms[0]))
+        angle = np.float32(2.0 * np.pi) * uniforms[1]
+        draws = np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])
+        return draws[:count].reshape(rows, self.latent_dim)
+
     @classmethod
     def of(cls, generator: Any) -> FrozenGenerator:
         """A trained torch generator (:class:`rdpgan.models.Generator`), frozen."""

@@ -110,7 +110,7 @@ def class_tilts(
     layout = generator.layout
     tilts = []
     for label in range(generator.n_classes):
-        z = rng.standard_normal((rows, generator.latent_dim), dtype=np.float32)
+        z = generator.latent_draws(rng, rows)
         y = np.zeros((rows, generator.n_classes), np.float32)
         y[:, label] = 1.0
         weights = [_block_weights(b) for b in generator.code_logits(generator.outputs(z, y))]

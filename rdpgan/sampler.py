@@ -293,7 +293,7 @@ class Sampler:
             (label, rows), stream = passes[index], streams[index]
             y = np.eye(len(self.label_probs), dtype=np.float32)[label]
             tilt = None if tilts is None else tilts[label]
-            z = stream.standard_normal((len(rows), generator.latent_dim), dtype=np.float32)
+            z = generator.latent_draws(stream, len(rows))
             ys = np.broadcast_to(y, (len(rows), len(y)))
             codes[rows] = generator.sample_codes(z, ys, stream, tilt)
 

@@ -251,3 +251,19 @@ def test_hard_rows_without_a_graph_are_the_straight_through_rows_exactly_one_hot
         block = fast[:, span.start : span.end]
         assert torch.equal(block.sum(1), torch.ones(300))
         assert torch.equal(block.argmax(1), with_graph[:, span.start : span.end].argmax(1))
+
+
+def test_the_samplers_latent_draws_are_standard_normal():
+    """Box-Muller draws: mean 0, variance 1, the normal's quantiles and no dependence between
+    the two halves of a pair (a wrong constant, a missing square root or a shared angle
+    fails one of these)."""
+    generator = FrozenGenerator.of(Generator(5, 2, [8], SPANS, width=7))
+    draws = generator.latent_draws(np.random.default_rng(0), 40_001)
+    assert draws.shape == (40_001, 5) and draws.dtype == np.float32
+    flat = draws.ravel().astype(np.float64)
+    assert abs(flat.mean()) < 0.01 and abs(flat.var() - 1.0) < 0.01
+    quantiles = np.quantile(flat, [0.025, 0.16, 0.5, 0.84, 0.975])
+    np.testing.assert_allclose(quantiles, [-1.96, -0.994, 0.0, 0.994, 1.96], atol=0.02)
+    half = len(flat) // 2
+    assert abs(np.corrcoef(flat[:half], flat[half : 2 * half])[0, 1]) < 0.01
+    assert abs(np.corrcoef(flat[:half] ** 2, flat[half : 2 * half] ** 2)[0, 1]) < 0.01
