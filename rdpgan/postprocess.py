@@ -1,4 +1,5 @@
-"""Tilting and raking: sample rows whose marginals match the released ones (free).
+"""Tilting, raking and herding: sample rows whose marginals match the released ones, or G's own
+(free).
 
 The generator's rows come close to the released marginals
 (:func:`rdpgan.measure.release_marginals`) but not onto them; a GAN's marginals drift by a few
@@ -12,6 +13,11 @@ points, which is most of what a person sees when comparing tables. Two remedies,
   under which every released table (each column within each class, each chosen pair) is matched
   as far as the pool's codes allow, and systematic resampling then draws the rows to keep with
   those weights, in code order so that rounding does not add sampling noise of its own.
+
+Where the released marginals are too noisy to rake toward, **herding** (:func:`herd`) picks
+rows from a pool of G's own instead, so that each column's distribution within each class
+follows the pool's: it removes the scatter of rows drawn one by one, and matches nothing
+released.
 
 Only released statistics and G's outputs are used, so this is post-processing: it costs no
 privacy.
