@@ -55,10 +55,11 @@ RAKING_NOISE_LIMIT = 8e-4
 # kept rows follow G's own distribution of each column within each class to about a row per
 # cell, where rows kept one by one as drawn scatter around it. Round 33
 # (results/tuning_sampling.csv: pools of 1, 4, 8 and 16 on the same trained generators,
-# validation splits only) found quantile 1-/2-/3-way TVD lower at every pool on every table
-# (Adult's 700-row subset at ε=8, 18 seeds: 0.056/0.156/0.191 kept as drawn, 0.045/0.145/0.178
-# at 16; acs12: 0.040/0.099/0.145 -> 0.030/0.087/0.129), AUROC level or better (Adult's 700
-# rows +0.014 ± 0.009 at 16), and 16 at least as good as 8 everywhere; it herds ~10k rows/s.
+# validation splits only) found the mean quantile 1-/2-/3-way TVD lower at every pool on every
+# table (Adult's 700-row subset at ε=8, 18 seeds: 0.056/0.156/0.191 kept as drawn,
+# 0.045/0.145/0.178 at 16; acs12: 0.040/0.099/0.145 -> 0.030/0.086/0.129) and, at 16, AUROC
+# level or better (Adult's 700 rows +0.014, standard error 0.009); 16 was best or within 0.003
+# of the best pool's TVD and 0.005 of its AUROC on every table.
 HERDING_POOL = 16
 HERDING_ROWS = 2_048
 # Calls for fewer rows keep every generated row: herding's first picks are the pool's most
