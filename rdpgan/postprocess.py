@@ -241,18 +241,19 @@ class Herder:
     nothing released (it reads G's rows alone)."""
 
     def __init__(self, code_sizes: Sequence[int], n_classes: int):
-        self.sizes = [n_classes * size for size in code_sizes]
-        self.n_classes = n_classes
-        self.residual = np.zeros(sum(self.sizes))
+        self.shapes = [(n_classes, size) for size in code_sizes]  # each [class, code] table
+        self.residual = np.zeros(sum(math.prod(shape) for shape in self.shapes))
 
     def __call__(
         self, codes: np.ndarray, labels: np.ndarray, n: int, rng: np.random.Generator
     ) -> np.ndarray:
         """Indices of ``n`` rows of the pool (``codes`` [rows, feature columns], ``labels``),
         in random order (herding picks common rows first)."""
-        code_sizes = np.asarray(self.sizes, dtype=np.int64)[:, None] // self.n_classes
-        cells = labels[None, :] * code_sizes + codes.T
-        return rng.permutation(herd(cells, self.sizes, n, self.residual))
+        cells = np.empty((len(self.shapes), len(labels)), dtype=np.int64)
+        for column, shape in enumerate(self.shapes):
+            cells[column] = cell_index([labels, codes[:, column]], shape)
+        sizes = [math.prod(shape) for shape in self.shapes]
+        return rng.permutation(herd(cells, sizes, n, self.residual))
 
 
 class Raker:

@@ -230,8 +230,8 @@ class Sampler:
         if pool > 1:
             assert self.marginals is not None
             picker = postprocess.Raker(self.marginals, self.label_probs, only)
-        elif self.herding_pool() > 1 and n >= HERDING_MIN:
-            pool = self.herding_pool()
+        elif (herding := self.herding_pool()) > 1 and n >= HERDING_MIN:
+            pool = herding
             pools = -(-n // HERDING_ROWS)
             # Near-equal pools, each at most RAKING_ROWS generated rows (memory, as raking).
             block = min(-(-n // pools), max(1, RAKING_ROWS // pool))

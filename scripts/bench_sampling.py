@@ -86,17 +86,17 @@ def matmul_roofline(generator: FrozenGenerator, workers: int, repeats: int = 5) 
     weights = [rng.standard_normal(shape, dtype=np.float32) for shape in shapes]
     rows = rng.standard_normal((ROOFLINE_ROWS, shapes[0][0]), dtype=np.float32)
 
-    def chain(times: int = 1) -> None:
+    def chain() -> None:
         # Into arrays of this thread's own, reused: only the products are timed, not the
         # first touch of fresh pages (which sampling, too, avoids for its hidden layers).
         outputs = [np.empty((ROOFLINE_ROWS, weight.shape[1]), np.float32) for weight in weights]
-        for _ in range(times):
+        for _ in range(ROOFLINE_CHAINS):
             x = rows
             for weight, out in zip(weights, outputs, strict=True):
                 x = np.matmul(x, weight, out=out)
 
     def together() -> None:
-        threads = [threading.Thread(target=chain, args=(ROOFLINE_CHAINS,)) for _ in range(workers)]
+        threads = [threading.Thread(target=chain) for _ in range(workers)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -104,7 +104,7 @@ def matmul_roofline(generator: FrozenGenerator, workers: int, repeats: int = 5) 
 
     rows_per_thread = ROOFLINE_CHAINS * ROOFLINE_ROWS
     with threadpool_limits(1, user_api="blas"):
-        one = min(timed(lambda: chain(ROOFLINE_CHAINS)) for _ in range(repeats))
+        one = min(timed(chain) for _ in range(repeats))
         all_cores = min(timed(together) for _ in range(repeats))
     flops = 2 * rows_per_thread * sum(a * b for a, b in shapes)
     return Roofline(flops / one / 1e9, rows_per_thread / one, workers * rows_per_thread / all_cores)

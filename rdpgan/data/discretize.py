@@ -98,21 +98,23 @@ class Bins:
         """(code, offset in [-1, 1] within the bin) per value; offsets are 0 on a grid, at a
         point mass and when missing."""
         values = np.asarray(values, dtype=float)
-        value_codes, unit = self._value_codes(values)
+        filled = self._filled(values)
+        value_codes, unit = self._value_codes(filled)
         offsets = np.zeros(len(values))
         if unit is not None:
             low = self._mass(self.edges[value_codes])
             high = self._mass(self.edges[value_codes + 1])
             within = (self._mass(unit) - low) / np.where(high > low, high - low, 1.0)
             offsets = np.clip(2.0 * within - 1.0, -1.0, 1.0)
-        codes = self._with_specials(values, value_codes)
+        codes = self._with_specials(values, filled, value_codes)
         offsets[codes >= self.n_values] = 0.0
         return codes, offsets
 
     def code_of(self, values: np.ndarray) -> np.ndarray:
         """:meth:`codes` without the offsets (what a decoded value is checked against)."""
         values = np.asarray(values, dtype=float)
-        return self._with_specials(values, self._value_codes(values)[0])
+        filled = self._filled(values)
+        return self._with_specials(values, filled, self._value_codes(filled)[0])
 
     def _filled(self, values: np.ndarray) -> np.ndarray:
         """Clipped to the bounds first, as the schema promises: a value beyond a bound that is
@@ -121,19 +123,21 @@ class Bins:
         lo, hi = self.column.lo, self.column.hi
         return np.clip(np.where(np.isnan(values), lo, values), lo, hi)
 
-    def _value_codes(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """(each value's value code, its position in the unit interval: None on a grid)."""
-        filled = self._filled(values)
+    def _value_codes(self, filled: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """(each :meth:`_filled` value's value code, its position in the unit interval: None
+        on a grid)."""
         if self.on_grid:
             first, last = self._grid
             return (np.clip(np.round(filled), first, last) - first).astype(np.int64), None
         unit = self.column.to_unit(filled)
         return np.searchsorted(self.edges[1:-1], unit, side="right").astype(np.int64), unit
 
-    def _with_specials(self, values: np.ndarray, value_codes: np.ndarray) -> np.ndarray:
-        """``value_codes`` with the codes of point masses and "missing" where values are."""
+    def _with_specials(
+        self, values: np.ndarray, filled: np.ndarray, value_codes: np.ndarray
+    ) -> np.ndarray:
+        """``value_codes`` with the codes of point masses and "missing" where ``values`` (and
+        their :meth:`_filled` form) are."""
         missing = np.isnan(values)
-        filled = self._filled(values)
         codes = value_codes.copy()
         for i, mass in enumerate(self.column.point_masses):
             codes[~missing & (filled == mass)] = self.n_values + i
