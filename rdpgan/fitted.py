@@ -170,9 +170,8 @@ class FittedModel:
         assert self.transformer is not None
         layout = CodeLayout(self.transformer.spans, self.transformer.width)
         frozen = FrozenGenerator(state, layout, self.transformer.n_classes)
-        hidden = [weight.shape[1] for weight, *_ in frozen.layers]
         config = self.model_config
-        if frozen.latent_dim != config.latent_dim or hidden != list(config.generator_hidden):
+        if frozen.latent_dim != config.latent_dim or frozen.hidden != list(config.generator_hidden):
             raise ValueError("the weights are not of the model's generator")
         return frozen
 

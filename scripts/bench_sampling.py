@@ -81,7 +81,7 @@ def matmul_roofline(generator: FrozenGenerator, workers: int, repeats: int = 5) 
     chain: the most a core can generate, before layer normalisation, draws, decoding or
     raking; on one thread, and on ``workers`` threads at once (each with one BLAS thread, as
     sampling runs them), where the cores share their caches and memory."""
-    shapes = [weight.shape for weight, *_ in generator.layers] + [generator.head_weight.shape]
+    shapes = generator.product_shapes
     rng = np.random.default_rng(0)
     weights = [rng.standard_normal(shape, dtype=np.float32) for shape in shapes]
     rows = rng.standard_normal((ROOFLINE_ROWS, shapes[0][0]), dtype=np.float32)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from opacus.validators import ModuleValidator
 
-from rdpgan.frozen import FrozenGenerator, width_buckets
+from rdpgan.frozen import NORMAL_LEVELS, FrozenGenerator, normal_grid, width_buckets
 from rdpgan.models import Discriminator, Generator
 from rdpgan.transform import Span
 
@@ -68,15 +68,19 @@ def test_auxiliary_classifier_does_not_see_the_label():
     assert torch.equal(given_0, given_1)
 
 
-def test_the_frozen_generator_computes_the_torch_generators_code_logits():
+@pytest.mark.parametrize("gains", [(0.5, 1.5), (-1.5, 1.5)])
+def test_the_frozen_generator_computes_the_torch_generators_code_logits(gains):
     """Sampling's numpy forward pass against training's: every block's logits, laid out in
-    buckets and read back, with non-trivial normalisation (as after training)."""
+    buckets and read back, with non-trivial normalisation (as after training): LayerNorm's
+    gains positive, or of either sign and some zero (sampling folds them into the products)."""
     torch.manual_seed(0)
     generator = Generator(8, 2, [16, 16], WIDE_SPANS, width=50).eval()
     for module in generator.modules():
         if isinstance(module, torch.nn.LayerNorm):
-            module.weight.data.uniform_(0.5, 1.5)
+            module.weight.data.uniform_(*gains)
             module.bias.data.uniform_(-0.5, 0.5)
+            if gains[0] < 0:
+                module.weight.data[::5] = 0.0
     z = torch.randn(30, 8)
     y = torch.nn.functional.one_hot(torch.randint(0, 2, (30,)), 2).float()
     with torch.no_grad():
@@ -254,9 +258,9 @@ def test_hard_rows_without_a_graph_are_the_straight_through_rows_exactly_one_hot
 
 
 def test_the_samplers_latent_draws_are_standard_normal():
-    """Box-Muller draws: mean 0, variance 1, the normal's quantiles and no dependence between
-    the two halves of a pair (a wrong constant, a missing square root or a shared angle
-    fails one of these)."""
+    """Draws from the normal's quantile grid: mean 0, variance 1, the normal's quantiles,
+    every level equally likely (the grid's tails included) and no dependence between
+    neighbouring draws (a wrong grid, a biased level or a shared draw fails one of these)."""
     generator = FrozenGenerator.of(Generator(5, 2, [8], SPANS, width=7))
     draws = generator.latent_draws(np.random.default_rng(0), 40_001)
     assert draws.shape == (40_001, 5) and draws.dtype == np.float32
@@ -267,3 +271,11 @@ def test_the_samplers_latent_draws_are_standard_normal():
     half = len(flat) // 2
     assert abs(np.corrcoef(flat[:half], flat[half : 2 * half])[0, 1]) < 0.01
     assert abs(np.corrcoef(flat[:half] ** 2, flat[half : 2 * half] ** 2)[0, 1]) < 0.01
+    grid = normal_grid()
+    assert len(grid) == NORMAL_LEVELS and np.all(np.diff(grid) > 0)
+    np.testing.assert_allclose(grid, -grid[::-1], atol=1e-6)
+    np.testing.assert_allclose(grid[[0, NORMAL_LEVELS // 2]], [-4.3249, 2e-5], atol=1e-4)
+    # Levels: in 16 equal runs of the grid, each run's share of the draws is 1/16.
+    runs = np.searchsorted(grid[:: NORMAL_LEVELS // 16][1:], flat, side="right")
+    shares = np.bincount(runs, minlength=16) / len(flat)
+    np.testing.assert_allclose(shares, 1 / 16, atol=0.003)
