@@ -141,9 +141,10 @@ def _floats(array: np.ndarray) -> np.ndarray:
 
 
 def _hidden_buffer(layer: int, shape: tuple[int, int]) -> np.ndarray:
-    """This thread's float32 array for hidden layer ``layer``'s activations, reused from one
-    pass to the next: a fresh one every pass costs its pages' first touch, about a fifth of a
-    pass's time on Adult's generator. Only :meth:`FrozenGenerator.outputs` writes it, and no
+    """This thread's float32 array for hidden layer ``layer``'s activations (the head's, one
+    past the last, in :meth:`FrozenGenerator.sample_codes`), reused from one pass to the next:
+    a fresh one every pass costs its pages' first touch, about a fifth of a pass's time on
+    Adult's generator. Only :meth:`FrozenGenerator.outputs` writes it, and no
     array it returns is one of these."""
     buffers = _HIDDEN.__dict__.setdefault("buffers", {})
     buffer = buffers.get(layer)
@@ -259,7 +260,11 @@ class FrozenGenerator:
         return cls(weights_of(generator), generator.layout, generator.n_classes)
 
     def outputs(
-        self, z: np.ndarray, y: np.ndarray, tilt: Sequence[np.ndarray] | None = None
+        self,
+        z: np.ndarray,
+        y: np.ndarray,
+        tilt: Sequence[np.ndarray] | None = None,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """[rows, cells]: every bucket's padded code logits for latent draws ``z`` and one-hot
         labels ``y``, each row on its own (LayerNorm normalises a row, never a batch), shifted
@@ -278,7 +283,7 @@ class FrozenGenerator:
         if tilt:
             head = head.copy()
             head[-1] += np.concatenate([t.ravel() for t in tilt]).astype(np.float32)
-        return h @ head
+        return np.matmul(h, head, out=out)
 
     def code_logits(self, outputs: np.ndarray) -> list[np.ndarray]:
         """Each bucket's code logits of :meth:`outputs`, [rows, blocks, width] (views)."""
@@ -307,8 +312,9 @@ class FrozenGenerator:
         passes for nothing. A block whose exp overflows, or whose total underflows, is drawn
         again for those rows, its logits computed anew and shifted by their own largest.
         """
-        weights = self.outputs(z, y, tilt)
-        rows, layout = len(weights), self.layout
+        rows, layout = len(z), self.layout
+        head = len(self.layers)  # (the head's outputs are this thread's, reused)
+        weights = self.outputs(z, y, tilt, _hidden_buffer(head, (rows, self.head.shape[1])))
         blocks = sum(count for count, _ in layout.bucket_shapes)
         if not blocks:  # a table without feature columns
             return np.zeros((rows, 0), dtype=np.int64)

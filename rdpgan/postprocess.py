@@ -267,6 +267,7 @@ class Raker:
         self.released = released
         self.shares = label_probs / label_probs.sum()
         self.only = only
+        self.cells: np.ndarray | None = None
 
     def __call__(
         self, codes: np.ndarray, labels: np.ndarray, n: int, rng: np.random.Generator
@@ -293,19 +294,21 @@ class Raker:
         released, shares, only = self.released, self.shares, self.only
         pairs = list(zip(released.pairs, released.joint, strict=True)) if only is None else []
         tables = len(released.by_class) + len(pairs) + int(only is None)
-        cells = np.empty((tables, len(labels)), dtype=np.int64)
-        codes = np.ascontiguousarray(codes.T)  # [column, row]
+        if self.cells is None or self.cells.shape != (tables, len(labels)):
+            self.cells = np.empty((tables, len(labels)), dtype=np.int64)
+        cells = self.cells  # reused from pool to pool (fresh pages cost their first touch)
+        codes = np.asfortranarray(codes).T  # [column, row] (sampling's pools: as they are)
         targets = []
         for column, table in enumerate(released.by_class):
             if only is None:
-                cells[column] = cell_index([labels, codes[column]], table.shape)
+                cell_index([labels, codes[column]], table.shape, out=cells[column])
                 targets.append((shares[:, None] * table).ravel())
             else:
                 cells[column] = codes[column]
                 targets.append(table[only])
         coarse = {c: released.maps[c][codes[c]] for pair, _ in pairs for c in pair}
         for t, ((i, j), joint) in enumerate(pairs, start=len(released.by_class)):
-            cells[t] = cell_index([coarse[i], coarse[j]], joint.shape)
+            cell_index([coarse[i], coarse[j]], joint.shape, out=cells[t])
             targets.append(joint.ravel())
         if only is None:
             # Last in every sweep: the class shares are the released ones whatever came before.

@@ -237,15 +237,19 @@ class Sampler:
             block = min(-(-n // pools), max(1, RAKING_ROWS // pool))
             picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs))
         parts = []
+        pool_codes = None  # a pool's codes, column by column, reused from pool to pool
         for start in range(0, n, block):
             size = min(block, n - start)
             # ``pool`` generated rows per row kept; raking or herding picks the rows to keep.
             labels = rng.choice(len(probs), size * pool, p=probs)
-            blocks = self.generate(labels, rng, workers)
-            if picker is not None:
-                keep = picker(blocks, labels, size, rng)
-                blocks, labels = blocks[keep], labels[keep]
-            parts.append((blocks, labels))
+            if picker is None:
+                parts.append((self.generate(labels, rng, workers), labels))
+                continue
+            if pool_codes is None or len(pool_codes) != len(labels):
+                pool_codes = np.empty((len(labels), self.columns()), np.int64, order="F")
+            blocks = self.generate(labels, rng, workers, out=pool_codes)
+            keep = picker(blocks, labels, size, rng)
+            parts.append((blocks[keep], labels[keep]))
         blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))
         # Each wide column's position within its bin: a uniform quantile of its released
         # density there (public randomness, from the same seed).
@@ -272,16 +276,26 @@ class Sampler:
             return self.config.tilt_sampling
         return self.marginal_noise <= TILT_NOISE_LIMIT * self.released_rows
 
+    def columns(self) -> int:
+        """Feature columns: one code each per generated row."""
+        return len(self.generator.layout.block_order)
+
     def generate(
-        self, labels: np.ndarray, rng: np.random.Generator, workers: int = 1
+        self,
+        labels: np.ndarray,
+        rng: np.random.Generator,
+        workers: int = 1,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """The codes of one generated row per label, each class's rows in passes of their own
         (with the class's tilt), each pass with a stream of its own seeded from ``rng``'s
         draws (so calls with the same seed but different ``n`` or blocks do not share them),
-        so that ``workers`` threads (each with one BLAS thread) give the same rows as one."""
+        so that ``workers`` threads (each with one BLAS thread) give the same rows as one.
+        Written into ``out`` ([rows, columns] int64) if given: a raked pool's codes, tens of
+        MB, cost more in their pages' first touch than in being written."""
         generator = self.generator
         tilts = self.class_tilts()
-        codes = np.empty((len(labels), len(generator.layout.block_order)), dtype=np.int64)
+        codes = np.empty((len(labels), self.columns()), np.int64) if out is None else out
         passes = [
             (label, chosen[start : start + SAMPLE_CHUNK])
             for label in np.unique(labels).tolist()

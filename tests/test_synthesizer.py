@@ -321,14 +321,7 @@ def test_the_rows_generated_at_once_are_bounded_whatever_the_pool(monkeypatch):
     settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=8)}
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
-    generated: list[int] = []
-    generate = sampler.Sampler.generate
-
-    def counted(self, labels, rng, workers):
-        generated.append(len(labels))
-        return generate(self, labels, rng, workers)
-
-    monkeypatch.setattr(sampler.Sampler, "generate", counted)
+    generated = count_generated(monkeypatch)
     assert len(model.sample(1001, seed=5)) == 1001
     assert max(generated) <= 1000 and sum(generated) == 8 * 1001
 
@@ -340,8 +333,8 @@ def count_generated(monkeypatch) -> list[int]:
     monkeypatch.setattr(
         sampler.Sampler,
         "generate",
-        lambda self, labels, rng, workers: (
-            generated.append(len(labels)) or real_generate(self, labels, rng, workers)
+        lambda self, labels, rng, workers, **out: (
+            generated.append(len(labels)) or real_generate(self, labels, rng, workers, **out)
         ),
     )
     return generated

@@ -241,11 +241,16 @@ def table_sizes(schema: Schema, n_bins: int) -> list[int]:
     return [column_size(c, n_bins) for c in schema.columns]
 
 
-def cell_index(columns: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
+def cell_index(
+    columns: Sequence[np.ndarray], sizes: Sequence[int], out: np.ndarray | None = None
+) -> np.ndarray:
     """Per row, the index of its cell in the joint table of ``columns`` (codes with ``sizes``
-    codes each), row-major: the one place that turns several codes into one."""
-    index = np.zeros(len(columns[0]), dtype=np.int64)
-    for codes, size in zip(columns, sizes, strict=True):
+    codes each), row-major: the one place that turns several codes into one. Written into
+    ``out`` (int64, one entry per row) if given: raking indexes every row of every pool in
+    dozens of tables, and fresh arrays there cost their pages' first touch."""
+    index = np.empty(len(columns[0]), dtype=np.int64) if out is None else out
+    index[...] = columns[0]
+    for codes, size in zip(columns[1:], sizes[1:], strict=True):
         index *= size  # in place: this runs on every row of every raked pool
         index += codes
     return index
