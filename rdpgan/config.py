@@ -188,6 +188,11 @@ class ModelConfig:
     # null: 16 (rdpgan.sampler.HERDING_POOL). Saved runs without this setting keep every row
     # (as they sampled).
     herding_pool: int | None = None
+    # Whether herding also makes the kept rows follow the pool's joint distribution of each
+    # pair of columns with a numeric one (rdpgan.sampler.herded_pairs): closer 2-way
+    # distributions, several times slower sampling; its pool is then 32 (null herding_pool).
+    # null: no. Saved runs without this setting herd columns alone.
+    herding_pairs: bool | None = None
     # Sampling shifts each code's logit, per class, so that G's expected code distribution of
     # every column within every class is the released one where they differ by more than its
     # noise (rdpgan.postprocess): post-processing (no privacy cost), a fit once per model

@@ -57,9 +57,9 @@ WEIGHTS_FILE = "model.npz"
 TORCH_FORMAT, TORCH_WEIGHTS_FILE = 4, "model.pt"
 # What format 4's model settings had that format 5's have not.
 DROPPED_SETTINGS = ("bf16_sampling",)
-# Settings a model.json saved before them lacks, as those runs sampled: untilted, and keeping
-# every generated row where they did not rake (no herding).
-RECORDED_BEFORE = {"tilt_sampling": False, "herding_pool": 1}
+# Settings a model.json saved before them lacks, as those runs sampled: untilted, keeping every
+# generated row where they did not rake (no herding), and herding columns alone.
+RECORDED_BEFORE = {"tilt_sampling": False, "herding_pool": 1, "herding_pairs": False}
 
 
 class FittedModel:

@@ -235,13 +235,18 @@ def herd(
 
 class Herder:
     """Picks rows of generated pools that follow the pools themselves: each column's
-    distribution within each class (:func:`herd`), what the picks of one sampling call fall
-    short by carried from each pool to the next. Where the released marginals are too noisy
-    to rake toward, this removes the noise of drawing rows one by one instead, and matches
-    nothing released (it reads G's rows alone)."""
+    distribution within each class and the joint distribution of each of ``pairs`` of columns
+    (:func:`herd`), what the picks of one sampling call fall short by carried from each pool to
+    the next. Where the released marginals are too noisy to rake toward, this removes the
+    noise of drawing rows one by one instead, and matches nothing released (it reads G's rows
+    alone)."""
 
-    def __init__(self, code_sizes: Sequence[int], n_classes: int):
-        self.shapes = [(n_classes, size) for size in code_sizes]  # each [class, code] table
+    def __init__(
+        self, code_sizes: Sequence[int], n_classes: int, pairs: Sequence[tuple[int, int]] = ()
+    ):
+        self.pairs = list(pairs)
+        self.shapes = [(n_classes, size) for size in code_sizes]
+        self.shapes += [(code_sizes[i], code_sizes[j]) for i, j in self.pairs]
         self.residual = np.zeros(sum(math.prod(shape) for shape in self.shapes))
 
     def __call__(
@@ -250,8 +255,11 @@ class Herder:
         """Indices of ``n`` rows of the pool (``codes`` [rows, feature columns], ``labels``),
         in random order (herding picks common rows first)."""
         cells = np.empty((len(self.shapes), len(labels)), dtype=np.int64)
-        for column, shape in enumerate(self.shapes):
-            cells[column] = cell_index([labels, codes[:, column]], shape)
+        columns = len(self.shapes) - len(self.pairs)
+        for column in range(columns):
+            cell_index([labels, codes[:, column]], self.shapes[column], out=cells[column])
+        for table, (i, j) in enumerate(self.pairs, start=columns):
+            cell_index([codes[:, i], codes[:, j]], self.shapes[table], out=cells[table])
         sizes = [math.prod(shape) for shape in self.shapes]
         return rng.permutation(herd(cells, sizes, n, self.residual))
 

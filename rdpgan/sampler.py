@@ -9,6 +9,7 @@ call's ``seed``.
 
 from __future__ import annotations
 
+import itertools
 import numbers
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,7 @@ from threadpoolctl import threadpool_limits
 
 from rdpgan import postprocess
 from rdpgan.config import ModelConfig
+from rdpgan.data.schema import Continuous
 from rdpgan.errors import UserInputError
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals
@@ -62,6 +64,9 @@ RAKING_NOISE_LIMIT = 8e-4
 # of the best pool's TVD and 0.005 of its AUROC on every table.
 HERDING_POOL = 16
 HERDING_ROWS = 2_048
+# model.herding_pairs true: herding follows each pair of feature columns with a numeric one
+# too (rdpgan.sampler.herded_pairs), from a pool of HERDING_PAIRS_POOL rows per row kept.
+HERDING_PAIRS_POOL = 32
 # Calls for fewer rows keep every generated row: herding's first picks are the pool's most
 # common rows, so a handful of rows herded on their own would over-represent them. A call's
 # rows are herded in pools of near-equal size (no small last pool), what each pool's picks
@@ -89,6 +94,19 @@ def spare_workers() -> int:
     """Threads one sampling call can generate with when nothing else runs (at the end of a
     training run): one per core, at most two (what the runs were timed on)."""
     return min(2, usable_cores())
+
+
+def herded_pairs(transformer: TableTransformer) -> list[tuple[int, int]]:
+    """The pairs of feature columns (indices into the codes) that herding follows: those with
+    a numeric column. A pair of categorical columns has few cells, each holding much of the
+    pool, so following it costs most of herding's time, and G's own pairs of categories were
+    already near a resampled real table's (round 34)."""
+    numeric = [isinstance(c, Continuous) for c in transformer.features.columns]
+    return [
+        (i, j)
+        for i, j in itertools.combinations(range(len(numeric)), 2)
+        if numeric[i] or numeric[j]
+    ]
 
 
 def check_sample_pool(name: str, pool: int | None) -> None:
@@ -235,7 +253,8 @@ class Sampler:
             pools = -(-n // HERDING_ROWS)
             # Near-equal pools, each at most RAKING_ROWS generated rows (memory, as raking).
             block = min(-(-n // pools), max(1, RAKING_ROWS // pool))
-            picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs))
+            pairs = herded_pairs(self.transformer) if self.herding_pairs() else []
+            picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs), pairs)
         parts = []
         pool_codes = None  # a pool's codes, column by column, reused from pool to pool
         for start in range(0, n, block):
@@ -262,10 +281,16 @@ class Sampler:
 
     def herding_pool(self) -> int:
         """Generated rows per row kept where sampling does not rake: ``model.herding_pool``,
-        or (null) HERDING_POOL; 1 keeps every generated row."""
+        or (null) HERDING_PAIRS_POOL where herding takes pairs, else HERDING_POOL; 1 keeps
+        every generated row."""
         if self.config.herding_pool is not None:
             return self.config.herding_pool
-        return HERDING_POOL
+        return HERDING_PAIRS_POOL if self.herding_pairs() else HERDING_POOL
+
+    def herding_pairs(self) -> bool:
+        """Whether herding follows the pool's pairs of columns too: ``model.herding_pairs``
+        (null: no)."""
+        return bool(self.config.herding_pairs)
 
     def tilting(self) -> bool:
         """Whether sampling is tilted: ``model.tilt_sampling``, or (null) where the released

@@ -82,10 +82,12 @@ def validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainCo
             raise UserInputError(f"{name} must be at least 1, got {count}")
     check_sample_pool("model.sample_pool", model.sample_pool)
     check_sample_pool("model.herding_pool", model.herding_pool)
-    if model.tilt_sampling is not None and not isinstance(model.tilt_sampling, (bool, np.bool_)):
-        raise UserInputError(
-            f"model.tilt_sampling must be true, false or null, got {model.tilt_sampling!r}"
-        )
+    for name, switch in (
+        ("model.tilt_sampling", model.tilt_sampling),
+        ("model.herding_pairs", model.herding_pairs),
+    ):
+        if switch is not None and not isinstance(switch, (bool, np.bool_)):
+            raise UserInputError(f"{name} must be true, false or null, got {switch!r}")
     if privacy.noise_seed is not None and privacy.noise_seed < 0:
         raise UserInputError(f"privacy.noise_seed must be >= 0, got {privacy.noise_seed}")
     ema = train.generator_ema

@@ -1,20 +1,21 @@
 """Sampling settings compared on one trained generator, on a validation split of a *train* split.
 
-    python scripts/tune_sampling.py --table acs12 --epsilon 8 --seeds 0 1
+    python scripts/tune_sampling.py --table acs12 --epsilon 8 --seeds 0 1 [--round 34]
     python scripts/tune_sampling.py --table adult --rows 700 --positives 45 --seeds 0 1
     python scripts/tune_sampling.py --summary
 
 Sampling is post-processing: settings that change only how rows are drawn from a trained
-generator (``model.herding_pool``) can be compared on the *same* generator, which takes the
-training noise out of the comparison. Per table, ε and seed, one default model trains on 80% of
-the table's train split (the rows :func:`rdpgan.data.split.split` keeps under
-``VALIDATION_KEY``; for Adult, optionally a subsample of them of a small table's size, as in
-``tune_adult.py``), then every candidate samples as many rows as it trained on, from the same
-sampling seed, and is scored as the fidelity issue scores: 1-, 2- and 3-way-with-target TVD at
-20 quantile bins of the rows it trained on (and at the public bins), repeated rows, and the mean
-AUROC of the paper's 8 classifiers on the other 20%. The test split is never read. Tables: Adult
+generator (``model.herding_pool``, ``model.herding_pairs``) can be compared on the *same*
+generator, which takes the training noise out of the comparison. Per table, ε and seed, one
+default model trains on 80% of the table's train split (the rows
+:func:`rdpgan.data.split.split` keeps under ``VALIDATION_KEY``; for Adult, optionally a
+subsample of them of a small table's size, as in ``tune_adult.py``), then every candidate
+samples as many rows as it trained on, from the same sampling seed, and is scored as the
+fidelity issue scores: 1-, 2- and 3-way-with-target TVD at 20 quantile bins of the rows it
+trained on (and at the public bins), repeated rows, and the mean AUROC of the paper's 8
+classifiers on the other 20%. The test split is never read. Tables: Adult
 and the development suite only (never cervical or credit card). Rows are appended to
-``results/tuning_sampling.csv``; a finished table/size/seed/ε is skipped.
+``results/tuning_sampling.csv``; a table/size/seed/ε the round has finished is skipped.
 """
 
 from __future__ import annotations
@@ -41,12 +42,20 @@ from tune_fidelity import (
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "results" / "tuning_sampling.csv"
-# Round 33: generated rows per kept row where sampling does not rake (1: every row, as before).
-CANDIDATES: dict[str, dict[str, object]] = {
-    "herding1": {"herding_pool": 1},
-    "herding4": {"herding_pool": 4},
-    "herding8": {"herding_pool": 8},
-    "herding16": {"herding_pool": 16},
+# Each round's candidates (model settings), all sampled from the same trained generator.
+ROUNDS: dict[int, dict[str, dict[str, object]]] = {
+    # Generated rows per kept row where sampling does not rake (1: every row, as before),
+    # herding each column within each class.
+    33: {
+        f"herding{pool}": {"herding_pool": pool, "herding_pairs": False} for pool in (1, 4, 8, 16)
+    },
+    # Herding on the pairs of columns with a numeric one too (rdpgan.sampler.herded_pairs),
+    # from pools of 16 and 32, against round 33's choice (columns alone, 16).
+    34: {
+        "r34_columns16": {"herding_pool": 16, "herding_pairs": False},
+        "r34_pairs16": {"herding_pool": 16, "herding_pairs": True},
+        "r34_pairs32": {"herding_pool": 32, "herding_pairs": True},
+    },
 }
 SAMPLING_SEED = 1_000
 
@@ -58,6 +67,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--rows", type=int, help="Adult only: a subsample of this many rows")
     parser.add_argument("--positives", type=int, help="... of which this many positive")
+    parser.add_argument("--round", type=int, choices=sorted(ROUNDS), default=max(ROUNDS))
     parser.add_argument("--summary", action="store_true", help="print the CSV's means and stop")
     args = parser.parse_args()
     if args.summary:
@@ -70,6 +80,7 @@ def main() -> None:
         parser.error("--rows subsamples Adult only")
     commit, machine = code_commit(), machine_line()
     command = shlex.join(["python", "scripts/tune_sampling.py", *sys.argv[1:]])
+    candidates = ROUNDS[args.round]
     done = pd.read_csv(OUT) if OUT.is_file() else pd.DataFrame()
     for seed in args.seeds:
         if (
@@ -79,6 +90,7 @@ def main() -> None:
                 & (done["rows"].fillna(0) == (args.rows or 0))
                 & (done["seed"] == seed)
                 & (done["epsilon"] == args.epsilon)
+                & done["name"].isin(candidates)
             ).any()
         ):
             continue
@@ -88,7 +100,7 @@ def main() -> None:
         model = fitted(cfg, fit_rows, table, seed)
         trained = model.model_config
         new_rows = []
-        for name, settings in CANDIDATES.items():
+        for name, settings in candidates.items():
             model.model_config = replace(trained, **settings)
             start = time.perf_counter()
             synthetic = model.sample(len(fit_rows), seed=SAMPLING_SEED + seed)

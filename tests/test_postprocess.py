@@ -152,6 +152,36 @@ def test_a_herder_follows_each_columns_distribution_within_each_class():
             assert np.abs(chosen - pool).max() <= 1.5
 
 
+def test_a_herder_with_pairs_follows_every_pair_of_columns_too():
+    """With ``pairs``, each (code, code) table of those pairs of columns follows the pool to
+    within 1.5 rows a cell, where herding the columns alone leaves the pairs to chance (it
+    misses a pair's cell by more)."""
+    rng = np.random.default_rng(5)
+    codes = np.column_stack([skewed_pool(rng, 6000), rng.integers(0, 3, 6000)])
+    codes[:, 2] = np.where(rng.random(6000) < 0.6, codes[:, 0], codes[:, 2])
+    labels = rng.integers(0, 2, 6000)
+    sizes = [3, 4, 3]
+
+    def worst_pair_miss(kept: np.ndarray) -> float:
+        misses = []
+        for i, j in ((0, 1), (0, 2), (1, 2)):
+            cells = codes[:, i] * sizes[j] + codes[:, j]
+            pool = np.bincount(cells, minlength=sizes[i] * sizes[j]) / 4
+            misses.append(np.abs(np.bincount(cells[kept], minlength=len(pool)) - pool).max())
+        return max(misses)
+
+    paired = Herder(sizes, 2, pairs=[(0, 1), (0, 2), (1, 2)])
+    assert len(paired.shapes) == 3 + 3
+    kept = paired(codes, labels, 1500, rng)
+    assert len(np.unique(kept)) == 1500 and worst_pair_miss(kept) <= 1.5
+    for column, size in enumerate(sizes):  # the columns within each class still follow it
+        for label in (0, 1):
+            pool = np.bincount(codes[labels == label, column], minlength=size) / 4
+            chosen = np.bincount(codes[kept][labels[kept] == label, column], minlength=size)
+            assert np.abs(chosen - pool).max() <= 1.5
+    assert worst_pair_miss(Herder(sizes, 2)(codes, labels, 1500, rng)) > 3
+
+
 def test_conditional_distributions_are_exact_without_noise_and_valid_with_it():
     counts = np.array([[30.0, 10.0, 0.0], [5.0, 5.0, 10.0]])
     np.testing.assert_allclose(

@@ -17,9 +17,11 @@ import torch
 
 from rdpgan import DPCGAN, adaptive, fitting, measure, postprocess, sampler
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
+from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
+from rdpgan.transform import TableTransformer
 
 SCHEMA = [
     {"name": "x", "kind": "continuous", "lo": -5, "hi": 5},
@@ -307,6 +309,37 @@ def test_herding_keeps_a_pools_rows_in_blocks_and_a_pool_of_one_keeps_every_row(
     assert len(model.sample(700, seed=2)) == 700 and generated == [700]
     model.model_config.herding_pool = None
     assert model.sampler.herding_pool() == sampler.HERDING_POOL
+    model.model_config.herding_pairs = True
+    assert model.sampler.herding_pool() == sampler.HERDING_PAIRS_POOL
+    del meta["model"]["herding_pairs"]  # saved before pairs: columns alone
+    (tmp_path / "model.json").write_text(json.dumps(meta))
+    assert DPCGAN.load(tmp_path, device="cpu").sampler.herding_pairs() is False
+
+
+def test_herding_pairs_are_the_pairs_with_a_numeric_column(monkeypatch):
+    """Herding follows the pairs with a numeric column (not two categorical ones): a pool's
+    herder holds each such pair's cells after the columns' (class, code) cells."""
+    schema = Schema.from_specs(
+        [
+            {"name": "x", "kind": "continuous", "lo": 0, "hi": 1},
+            {"name": "a", "kind": "categorical", "levels": ["p", "q"]},
+            {"name": "n", "kind": "continuous", "lo": 0, "hi": 9, "integer": True},
+            {"name": "b", "kind": "categorical", "levels": ["r", "s", "t"]},
+            {"name": "y", "kind": "categorical", "levels": [0, 1]},
+        ]
+    )
+    transformer = TableTransformer(schema, "y")
+    assert sampler.herded_pairs(transformer) == [(0, 1), (0, 2), (0, 3), (1, 2), (2, 3)]
+    settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=1, herding_pairs=True)}
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
+    model.fit(toy_table(), "y", SCHEMA)
+    herders = []
+    herder = postprocess.Herder
+    monkeypatch.setattr(postprocess, "Herder", lambda *a: herders.append(herder(*a)) or herders[-1])
+    assert len(model.sample(300, seed=0)) == 300
+    sizes = model.sampler.transformer.code_sizes
+    pairs = [(sizes[0], sizes[1]), (sizes[0], sizes[2]), (sizes[1], sizes[2])]
+    assert herders[0].shapes[3:] == pairs
 
 
 def test_a_pool_up_to_the_rows_generated_at_once_is_accepted():
