@@ -191,7 +191,9 @@ class ModelConfig:
     # Whether herding also makes the kept rows follow the pool's joint distribution of each
     # pair of columns with a numeric one (rdpgan.sampler.herded_pairs): closer 2-way
     # distributions, several times slower sampling; its pool is then 32 (null herding_pool).
-    # null: no. Saved runs without this setting herd columns alone.
+    # null: on tables of at most 16 feature columns, in calls for at most 4,096 rows
+    # (rdpgan.sampler.HERDING_PAIR_COLUMNS, HERDING_PAIR_ROWS). Saved runs without this
+    # setting herd columns alone.
     herding_pairs: bool | None = None
     # Sampling shifts each code's logit, per class, so that G's expected code distribution of
     # every column within every class is the released one where they differ by more than its

@@ -64,9 +64,20 @@ RAKING_NOISE_LIMIT = 8e-4
 # of the best pool's TVD and 0.005 of its AUROC on every table.
 HERDING_POOL = 16
 HERDING_ROWS = 2_048
-# model.herding_pairs true: herding follows each pair of feature columns with a numeric one
-# too (rdpgan.sampler.herded_pairs), from a pool of HERDING_PAIRS_POOL rows per row kept.
+# Herding follows each pair of feature columns with a numeric one too (herded_pairs), from a
+# pool of HERDING_PAIRS_POOL rows per row kept, with model.herding_pairs true, or (null) on
+# tables of at most HERDING_PAIR_COLUMNS feature columns in calls for at most
+# HERDING_PAIR_ROWS rows. Round 34 (results/tuning_sampling.csv, validation splits, the same
+# generators sampled both ways) found quantile 2-way TVD lower on every table, by 0.0039 on
+# acs12 (8 seeds), 0.0058 on credit_data, 0.0082 on creditcard_aer and 0.0036 on Adult's
+# 700-row subsets, 1-way level, AUROC level on the development suite and 0.017 lower on
+# Adult's subsets (standard error 0.006; an exploratory rerun on 8 other seeds: level). It
+# costs: pairs grow with the columns squared, and on Adult's 14 columns herding keeps some
+# 600 rows/s instead of 4,000, so wide tables and large calls herd columns alone (a call's
+# scatter, which herding removes, shrinks as its rows grow).
 HERDING_PAIRS_POOL = 32
+HERDING_PAIR_COLUMNS = 16
+HERDING_PAIR_ROWS = 4_096
 # Calls for fewer rows keep every generated row: herding's first picks are the pool's most
 # common rows, so a handful of rows herded on their own would over-represent them. A call's
 # rows are herded in pools of near-equal size (no small last pool), what each pool's picks
@@ -100,7 +111,7 @@ def herded_pairs(transformer: TableTransformer) -> list[tuple[int, int]]:
     """The pairs of feature columns (indices into the codes) that herding follows: those with
     a numeric column. A pair of categorical columns has few cells, each holding much of the
     pool, so following it costs most of herding's time, and G's own pairs of categories were
-    already near a resampled real table's (round 34)."""
+    already near a resampled real table's (an exploration on acs12, not committed)."""
     numeric = [isinstance(c, Continuous) for c in transformer.features.columns]
     return [
         (i, j)
@@ -248,12 +259,12 @@ class Sampler:
         if pool > 1:
             assert self.marginals is not None
             picker = postprocess.Raker(self.marginals, self.label_probs, only)
-        elif (herding := self.herding_pool()) > 1 and n >= HERDING_MIN:
+        elif (herding := self.herding_pool(n)) > 1 and n >= HERDING_MIN:
             pool = herding
             pools = -(-n // HERDING_ROWS)
             # Near-equal pools, each at most RAKING_ROWS generated rows (memory, as raking).
             block = min(-(-n // pools), max(1, RAKING_ROWS // pool))
-            pairs = herded_pairs(self.transformer) if self.herding_pairs() else []
+            pairs = herded_pairs(self.transformer) if self.herding_pairs(n) else []
             picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs), pairs)
         parts = []
         pool_codes = None  # a pool's codes, column by column, reused from pool to pool
@@ -279,18 +290,21 @@ class Sampler:
         """See :func:`raking_pool`."""
         return raking_pool(self.config, self.marginals, self.marginal_noise, self.released_rows)
 
-    def herding_pool(self) -> int:
-        """Generated rows per row kept where sampling does not rake: ``model.herding_pool``,
-        or (null) HERDING_PAIRS_POOL where herding takes pairs, else HERDING_POOL; 1 keeps
-        every generated row."""
+    def herding_pool(self, n: int) -> int:
+        """Generated rows per row kept where a call for ``n`` rows does not rake:
+        ``model.herding_pool``, or (null) HERDING_PAIRS_POOL where herding takes pairs, else
+        HERDING_POOL; 1 keeps every generated row."""
         if self.config.herding_pool is not None:
             return self.config.herding_pool
-        return HERDING_PAIRS_POOL if self.herding_pairs() else HERDING_POOL
+        return HERDING_PAIRS_POOL if self.herding_pairs(n) else HERDING_POOL
 
-    def herding_pairs(self) -> bool:
-        """Whether herding follows the pool's pairs of columns too: ``model.herding_pairs``
-        (null: no)."""
-        return bool(self.config.herding_pairs)
+    def herding_pairs(self, n: int) -> bool:
+        """Whether herding a call for ``n`` rows follows pairs of columns too:
+        ``model.herding_pairs``, or (null) on tables of at most HERDING_PAIR_COLUMNS feature
+        columns for at most HERDING_PAIR_ROWS rows."""
+        if self.config.herding_pairs is not None:
+            return self.config.herding_pairs
+        return self.columns() <= HERDING_PAIR_COLUMNS and n <= HERDING_PAIR_ROWS
 
     def tilting(self) -> bool:
         """Whether sampling is tilted: ``model.tilt_sampling``, or (null) where the released

@@ -194,6 +194,7 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"model": ModelConfig(herding_pool=2.5)}, "herding_pool must be a whole number"),
         ({"model": ModelConfig(tilt_sampling="no")}, "tilt_sampling must be true, false or null"),
         ({"model": ModelConfig(tilt_sampling=1)}, "tilt_sampling must be true, false or null"),
+        ({"model": ModelConfig(herding_pairs="y")}, "herding_pairs must be true, false or null"),
         ({"privacy": PrivacyConfig(accountant="magic")}, "unknown accountant"),
         ({"privacy": PrivacyConfig(noise_multiplier=0.0)}, "noise_multiplier"),
         ({"train": TrainConfig(batch_size=0)}, "batch_size"),
@@ -299,26 +300,28 @@ def test_herding_keeps_a_pools_rows_in_blocks_and_a_pool_of_one_keeps_every_row(
     assert len(model.sample(sampler.HERDING_MIN - 1, seed=2)) == sampler.HERDING_MIN - 1
     assert generated == [sampler.HERDING_MIN - 1]
     model.save(tmp_path)
-    assert DPCGAN.load(tmp_path, device="cpu").sampler.herding_pool() == 3
+    assert DPCGAN.load(tmp_path, device="cpu").sampler.herding_pool(700) == 3
     meta = json.loads((tmp_path / "model.json").read_text())
     del meta["model"]["herding_pool"]
     (tmp_path / "model.json").write_text(json.dumps(meta))
-    assert DPCGAN.load(tmp_path, device="cpu").sampler.herding_pool() == 1
+    assert DPCGAN.load(tmp_path, device="cpu").sampler.herding_pool(700) == 1
     model.model_config.herding_pool = 1
     generated.clear()
     assert len(model.sample(700, seed=2)) == 700 and generated == [700]
-    model.model_config.herding_pool = None
-    assert model.sampler.herding_pool() == sampler.HERDING_POOL
-    model.model_config.herding_pairs = True
-    assert model.sampler.herding_pool() == sampler.HERDING_PAIRS_POOL
+    model.model_config.herding_pool = None  # null: this 3-column table herds pairs too
+    assert model.sampler.herding_pool(700) == sampler.HERDING_PAIRS_POOL
+    assert model.sampler.herding_pool(sampler.HERDING_PAIR_ROWS + 1) == sampler.HERDING_POOL
+    model.model_config.herding_pairs = False
+    assert model.sampler.herding_pool(700) == sampler.HERDING_POOL
     del meta["model"]["herding_pairs"]  # saved before pairs: columns alone
     (tmp_path / "model.json").write_text(json.dumps(meta))
-    assert DPCGAN.load(tmp_path, device="cpu").sampler.herding_pairs() is False
+    assert DPCGAN.load(tmp_path, device="cpu").sampler.herding_pairs(700) is False
 
 
 def test_herding_pairs_are_the_pairs_with_a_numeric_column(monkeypatch):
     """Herding follows the pairs with a numeric column (not two categorical ones): a pool's
-    herder holds each such pair's cells after the columns' (class, code) cells."""
+    herder holds each such pair's cells after the columns' (class, code) cells; null takes
+    them on narrow tables only (and small calls: the other test)."""
     schema = Schema.from_specs(
         [
             {"name": "x", "kind": "continuous", "lo": 0, "hi": 1},
@@ -330,9 +333,13 @@ def test_herding_pairs_are_the_pairs_with_a_numeric_column(monkeypatch):
     )
     transformer = TableTransformer(schema, "y")
     assert sampler.herded_pairs(transformer) == [(0, 1), (0, 2), (0, 3), (1, 2), (2, 3)]
-    settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=1, herding_pairs=True)}
+    settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=1)}
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
+    assert model.sampler.herding_pairs(300)  # null: 3 columns, 300 rows
+    monkeypatch.setattr(sampler, "HERDING_PAIR_COLUMNS", 2)
+    assert not model.sampler.herding_pairs(300)
+    model.model_config.herding_pairs = True
     herders = []
     herder = postprocess.Herder
     monkeypatch.setattr(postprocess, "Herder", lambda *a: herders.append(herder(*a)) or herders[-1])
