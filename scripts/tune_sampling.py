@@ -21,11 +21,15 @@ and the development suite only (never cervical or credit card). Rows are appende
 from __future__ import annotations
 
 import argparse
+import itertools
 import shlex
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from machine_info import code_commit, machine_line
@@ -40,8 +44,16 @@ from tune_fidelity import (
     validation_run,
 )
 
+from rdpgan import sampler as sampler_module
+
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "results" / "tuning_sampling.csv"
+# A candidate's setting that is not the model's: the pairs herding follows ("all": every pair
+# of feature columns), in place of rdpgan.sampler.herded_pairs while the candidate samples.
+PAIRS = "herded_pairs"
+PAIR_RULES = {
+    "all": lambda transformer: list(itertools.combinations(range(len(transformer.code_sizes)), 2))
+}
 # Each round's candidates (model settings), all sampled from the same trained generator.
 ROUNDS: dict[int, dict[str, dict[str, object]]] = {
     # Generated rows per kept row where sampling does not rake (1: every row, as before),
@@ -55,6 +67,14 @@ ROUNDS: dict[int, dict[str, dict[str, object]]] = {
         "r34_columns16": {"herding_pool": 16, "herding_pairs": False},
         "r34_pairs16": {"herding_pool": 16, "herding_pairs": True},
         "r34_pairs32": {"herding_pool": 32, "herding_pairs": True},
+    },
+    # The pairs with a numeric column (round 34's choice) against every pair, at pools of 32
+    # and 64.
+    35: {
+        "r35_numeric32": {"herding_pool": 32, "herding_pairs": True},
+        "r35_numeric64": {"herding_pool": 64, "herding_pairs": True},
+        "r35_all32": {"herding_pool": 32, "herding_pairs": True, PAIRS: "all"},
+        "r35_all64": {"herding_pool": 64, "herding_pairs": True, PAIRS: "all"},
     },
 }
 SAMPLING_SEED = 1_000
@@ -101,10 +121,13 @@ def main() -> None:
         trained = model.model_config
         new_rows = []
         for name, settings in candidates.items():
-            model.model_config = replace(trained, **settings)
-            start = time.perf_counter()
-            synthetic = model.sample(len(fit_rows), seed=SAMPLING_SEED + seed)
-            seconds = time.perf_counter() - start
+            model_settings = {k: v for k, v in settings.items() if k != PAIRS}
+            model.model_config = replace(trained, **model_settings)
+            rule = PAIR_RULES.get(str(settings.get(PAIRS)), sampler_module.herded_pairs)
+            with patched(sampler_module, "herded_pairs", rule):
+                start = time.perf_counter()
+                synthetic = model.sample(len(fit_rows), seed=SAMPLING_SEED + seed)
+                seconds = time.perf_counter() - start
             row: dict[str, object] = {
                 "name": name,
                 "table": args.table,
@@ -117,7 +140,9 @@ def main() -> None:
             }
             row.update(
                 {
-                    "settings": " ".join(f"model.{k}={v}" for k, v in settings.items()),
+                    "settings": " ".join(
+                        f"{k}={v}" if k == PAIRS else f"model.{k}={v}" for k, v in settings.items()
+                    ),
                     "sample_seconds": round(seconds, 2),
                     **provenance(commit, command, machine),
                 }
@@ -125,6 +150,17 @@ def main() -> None:
             print(row, flush=True)
             new_rows.append(row)
         done = appended(OUT, new_rows)
+
+
+@contextmanager
+def patched(module: Any, name: str, value: Any) -> Iterator[None]:
+    """``module.name`` set to ``value`` within the block."""
+    shipped = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, shipped)
 
 
 if __name__ == "__main__":
