@@ -188,12 +188,12 @@ class ModelConfig:
     # null: 16 (rdpgan.sampler.HERDING_POOL). Saved runs without this setting keep every row
     # (as they sampled).
     herding_pool: int | None = None
-    # Whether herding also makes the kept rows follow the pool's joint distribution of each
-    # pair of columns with a numeric one (rdpgan.sampler.herded_pairs): closer 2-way
-    # distributions, several times slower sampling; its pool is then 32 (null herding_pool).
-    # null: on tables of at most 16 feature columns, in calls for at most 4,096 rows
-    # (rdpgan.sampler.HERDING_PAIR_COLUMNS, HERDING_PAIR_ROWS). Saved runs without this
-    # setting herd columns alone.
+    # Whether herding also makes the kept rows follow the pool's joint distribution of every
+    # pair of columns (rdpgan.sampler.herded_pairs): closer 2-way distributions, several
+    # times slower sampling; its pool is then 64 (null herding_pool). null: on tables of at
+    # most 16 feature columns, in calls for at most 4,096 rows (rdpgan.sampler's
+    # HERDING_PAIR_COLUMNS, HERDING_PAIR_ROWS; the sample CLI decides once for its file).
+    # Saved runs without this setting herd columns alone.
     herding_pairs: bool | None = None
     # Sampling shifts each code's logit, per class, so that G's expected code distribution of
     # every column within every class is the released one where they differ by more than its
@@ -326,9 +326,11 @@ class SampleCliConfig:
     chunk_size: int = 100_000  # rows generated and written at a time (bounds memory)
     # The model's sampling settings for this file (null: as the run chose them): generated rows
     # per row kept when raking (1: no raking, faster) and where it does not rake (herding_pool;
-    # 1: every generated row), and whether sampling is tilted.
+    # 1: every generated row), whether herding follows pairs of columns, and whether sampling
+    # is tilted.
     sample_pool: int | None = None
     herding_pool: int | None = None
+    herding_pairs: bool | None = None
     tilt_sampling: bool | None = None
 
 

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 # Padded cells a bucket of blocks must save to be worth its own layout (a few more small kernels
 # a pass). On Adult's blocks, 0 to 64 timed alike; one layout for all was the slowest.
 BUCKET_COST = 16
+# A LayerNorm gain this small moves its unit by less than GAIN_FLOOR times sqrt(width) (a
+# normalised row's entries are at most that): sampling treats it as 0, whose unit is its
+# shift's relu alone, rather than dividing the shift by it past float32's range.
+GAIN_FLOOR = 1e-30
 # torch.nn.LayerNorm's default, which G's body is trained with.
 LAYER_NORM_EPS = 1e-5
 # Sampling's latent draws take one of this many equally likely points of the normal.
@@ -144,8 +148,9 @@ def _hidden_buffer(layer: int, shape: tuple[int, int]) -> np.ndarray:
     """This thread's float32 array for hidden layer ``layer``'s activations (the head's, one
     past the last, in :meth:`FrozenGenerator.sample_codes`), reused from one pass to the next:
     a fresh one every pass costs its pages' first touch, about a fifth of a pass's time on
-    Adult's generator. Only :meth:`FrozenGenerator.outputs` writes it, and no
-    array it returns is one of these."""
+    Adult's generator. Only :meth:`FrozenGenerator.outputs` writes the hidden ones, and
+    :meth:`FrozenGenerator.sample_codes` the head's (its logits, then their exp, in place); no
+    array either returns is one of these."""
     buffers = _HIDDEN.__dict__.setdefault("buffers", {})
     buffer = buffers.get(layer)
     if buffer is None or buffer.shape != shape:
@@ -183,7 +188,8 @@ def _folded(
     the b on its bias (a unit of gain 0 is relu(b): all in the bias). σ flips the unit's
     weights, which leaves its square, hence the variance, alone. Each weight is centred over
     its outputs (the mean LayerNorm would subtract is then zero), and each layer's matrix has
-    one more output, all zeros, that the lower bound 1 turns into the next input's ones."""
+    one more output, all zeros, that the lower bound 1 turns into the next input's ones. A
+    gain of at most GAIN_FLOOR counts as 0."""
     folded, scale, carried = [], None, None
     for weight, bias, gain, shift in ([np.asarray(a, np.float64) for a in x] for x in layers):
         weight, bias = _fed(weight, bias, scale, carried)
@@ -191,10 +197,11 @@ def _folded(
         matrix = np.zeros((weight.shape[0] + 1, weight.shape[1] + 1))
         matrix[:-1, :-1] = _centred(weight) * sign
         matrix[-1, :-1] = _centred(bias) * sign
-        live = gain != 0
+        live = np.abs(gain) > GAIN_FLOOR
         lower = np.where(live, -shift / np.where(live, np.abs(gain), 1.0), 0.0)
         folded.append((_finite32(matrix), _finite32(np.append(lower, 1.0))))
-        scale, carried = np.abs(gain), np.where(live, shift, np.maximum(shift, 0.0))
+        scale = np.where(live, np.abs(gain), 0.0)
+        carried = np.where(live, shift, np.maximum(shift, 0.0))
     weight, bias = _fed(np.asarray(head_weight, np.float64), head_bias, scale, carried)
     return folded, np.vstack([weight, bias])
 

@@ -8,10 +8,13 @@ i))``, so the file is a pure function of (model, its sampling settings, n, label
 chunk_size), on one kind of CPU and numpy build (float32 products may round otherwise elsewhere)
 and one rdpgan version: a run saved with ``model.sample_pool`` null rakes at this version's
 default pool (32 since b31ba30, 4 before: ``sample_pool=4`` gives the earlier files).
-``sample_pool``, ``herding_pool`` and ``tilt_sampling`` override the run's sampling settings for
-this file only: ``sample_pool=1`` skips raking (many times faster, farther from the released
-pairs), and ``herding_pool=1`` then keeps every generated row (no herding: faster again, rows
-scattered around G's distribution as drawn).
+``sample_pool``, ``herding_pool``, ``herding_pairs`` and ``tilt_sampling`` override the run's
+sampling settings for this file only: ``sample_pool=1`` skips raking (many times faster, farther
+from the released pairs), ``herding_pool=1`` then keeps every generated row (no herding: faster
+again, rows scattered around G's distribution as drawn), and ``herding_pairs=false`` herds
+columns alone (faster). Whether herding follows pairs is decided once for the file, from its
+``n``. (Runs saved at a38efaf recorded ``herding_pairs`` null when null meant no pairs: they
+now herd pairs where the rule says so; ``herding_pairs=false`` gives their earlier files.)
 
 Speed: nothing here imports torch or the DP machinery (sampling is numpy, :mod:`rdpgan.frozen`).
 Chunks are generated and converted to Arrow tables by a pool of threads (one per CPU core, each
@@ -74,16 +77,20 @@ def iter_samples(
     chunk_size: int = 100_000,
     workers: int = 1,
 ) -> Iterator[pa.Table]:
-    """``n`` rows as consecutive Arrow tables of at most ``chunk_size`` rows, ``workers``
-    chunks at a time, each worker's matrix products single-threaded (BLAS threads are
-    process-wide: restored when the iteration ends). The tables do not depend on
+    """``n`` rows as consecutive Arrow tables of at most ``chunk_size`` rows, by ``workers``
+    threads: chunks side by side, or, with fewer chunks than workers, each chunk's generator
+    passes side by side. Every matrix product runs on one BLAS thread (BLAS threads are
+    process-wide: restored when the iteration ends), since products split over threads round
+    otherwise (in the last bit, which moves a draw now and then): the tables do not depend on
     ``workers``."""
+    sizes = chunk_sizes(n, chunk_size)
+    inner = max(1, workers // len(sizes))
 
     def chunk(index: int, size: int) -> pa.Table:
-        return model.sample_arrow(size, label=label, seed=chunk_seed(seed, index))
+        return model.sample_arrow(size, label=label, seed=chunk_seed(seed, index), workers=inner)
 
-    with threadpool_limits(1 if workers > 1 else None, user_api="blas"):
-        yield from ordered_parallel(chunk, chunk_sizes(n, chunk_size), workers)
+    with threadpool_limits(1, user_api="blas"):
+        yield from ordered_parallel(chunk, sizes, min(workers, len(sizes)))
 
 
 def ordered_parallel(
@@ -101,10 +108,10 @@ def ordered_parallel(
             yield pending.popleft().result()
 
 
-def sampling_workers(chunks: int) -> int:
-    """Threads for :func:`iter_samples` of ``chunks`` chunks on this machine: one per core, no
-    more than there are chunks (one chunk keeps BLAS's own threads for its products)."""
-    return max(1, min(4, usable_cores(), chunks))
+def sampling_workers() -> int:
+    """Threads for :func:`iter_samples` on this machine: one per core (at most 4), over chunks
+    or, with fewer chunks, within them."""
+    return max(1, min(4, usable_cores()))
 
 
 def resolve_label(column: Categorical, label: Any) -> Any:
@@ -230,12 +237,16 @@ def run(cfg: SampleCliConfig) -> None:
     chosen = {
         "sample_pool": cfg.sample_pool,
         "herding_pool": cfg.herding_pool,
+        "herding_pairs": cfg.herding_pairs,
         "tilt_sampling": cfg.tilt_sampling,
     }
     settings = {name: value for name, value in chosen.items() if value is not None}
     model.model_config = replace(model.model_config, **settings)
     rows = model.released_rows if cfg.n is None else cfg.n
-    workers = sampling_workers(len(chunk_sizes(rows, cfg.chunk_size)))
+    # Once for the file, not per chunk: every chunk herds alike.
+    pairs = model.sampler.herding_pairs(rows)
+    model.model_config = replace(model.model_config, herding_pairs=pairs)
+    workers = sampling_workers()
     n = write_samples(model, out, cfg.n, cfg.label, cfg.seed, cfg.chunk_size, workers)
     for note in model.privacy_notes:  # after the work: bad input stays a one-line error
         print(f"WARNING: {note}", file=sys.stderr)

@@ -23,7 +23,6 @@ from threadpoolctl import threadpool_limits
 
 from rdpgan import postprocess
 from rdpgan.config import ModelConfig
-from rdpgan.data.schema import Continuous
 from rdpgan.errors import UserInputError
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals
@@ -64,20 +63,25 @@ RAKING_NOISE_LIMIT = 8e-4
 # of the best pool's TVD and 0.005 of its AUROC on every table.
 HERDING_POOL = 16
 HERDING_ROWS = 2_048
-# Herding follows each pair of feature columns with a numeric one too (herded_pairs), from a
-# pool of HERDING_PAIRS_POOL rows per row kept, with model.herding_pairs true, or (null) on
-# tables of at most HERDING_PAIR_COLUMNS feature columns in calls for at most
-# HERDING_PAIR_ROWS rows. Round 34 (results/tuning_sampling.csv, validation splits, the same
-# generators sampled both ways) found quantile 2-way TVD lower on every table, by 0.0039 on
-# acs12 (8 seeds), 0.0058 on credit_data, 0.0082 on creditcard_aer and 0.0036 on Adult's
-# 700-row subsets, 1-way level, AUROC level on the development suite and 0.017 lower on
-# Adult's subsets (standard error 0.006; an exploratory rerun on 8 other seeds: level). It
-# costs: pairs grow with the columns squared, and on Adult's 14 columns herding keeps some
-# 600 rows/s instead of 4,000, so wide tables and large calls herd columns alone (a call's
-# scatter, which herding removes, shrinks as its rows grow).
-HERDING_PAIRS_POOL = 32
+# Herding follows every pair of feature columns too (herded_pairs), from a pool of
+# HERDING_PAIRS_POOL rows per row kept, with model.herding_pairs true, or (null) on tables of
+# at most HERDING_PAIR_COLUMNS feature columns in calls for at most HERDING_PAIR_ROWS rows.
+# Rounds 34-35 (results/tuning_sampling.csv, validation splits, the same generators sampled
+# every way): the pairs with a numeric column from a pool of 32 lowered quantile 2-way TVD on
+# every table against columns alone (acs12 -0.0039 over 8 seeds, credit_data -0.0058,
+# creditcard_aer -0.0082, Adult's 700-row subsets -0.0036), 1-way level, AUROC level on the
+# development suite and 0.017 lower on Adult's subsets (standard error 0.006); every pair from
+# a pool of 64 lowered 2-way TVD further on acs12 (-0.0013, 8 seeds), creditcard_aer (-0.0018)
+# and Adult's subsets (-0.0024), credit_data level (+0.0002), AUROC level within its noise. It
+# costs: the pairs grow with the columns squared and herding slows several times over (on
+# Adult's 14 columns, 376 rows/s against 4,127 for columns alone, by a timing that is not
+# committed), so wide tables and large calls herd columns alone (a call's scatter, which
+# herding removes, shrinks as its rows grow), and a pool's tables stay within HERDING_CELLS
+# cells (memory).
+HERDING_PAIRS_POOL = 64
 HERDING_PAIR_COLUMNS = 16
 HERDING_PAIR_ROWS = 4_096
+HERDING_CELLS = 2**23
 # Calls for fewer rows keep every generated row: herding's first picks are the pool's most
 # common rows, so a handful of rows herded on their own would over-represent them. A call's
 # rows are herded in pools of near-equal size (no small last pool), what each pool's picks
@@ -108,16 +112,9 @@ def spare_workers() -> int:
 
 
 def herded_pairs(transformer: TableTransformer) -> list[tuple[int, int]]:
-    """The pairs of feature columns (indices into the codes) that herding follows: those with
-    a numeric column. A pair of categorical columns has few cells, each holding much of the
-    pool, so following it costs most of herding's time, and G's own pairs of categories were
-    already near a resampled real table's (an exploration on acs12, not committed)."""
-    numeric = [isinstance(c, Continuous) for c in transformer.features.columns]
-    return [
-        (i, j)
-        for i, j in itertools.combinations(range(len(numeric)), 2)
-        if numeric[i] or numeric[j]
-    ]
+    """The pairs of feature columns (indices into the codes) that herding follows: every
+    pair."""
+    return list(itertools.combinations(range(len(transformer.code_sizes)), 2))
 
 
 def check_sample_pool(name: str, pool: int | None) -> None:
@@ -261,10 +258,13 @@ class Sampler:
             picker = postprocess.Raker(self.marginals, self.label_probs, only)
         elif (herding := self.herding_pool(n)) > 1 and n >= HERDING_MIN:
             pool = herding
-            pools = -(-n // HERDING_ROWS)
-            # Near-equal pools, each at most RAKING_ROWS generated rows (memory, as raking).
-            block = min(-(-n // pools), max(1, RAKING_ROWS // pool))
             pairs = herded_pairs(self.transformer) if self.herding_pairs(n) else []
+            tables = self.columns() + len(pairs)
+            # Near-equal pools, each at most RAKING_ROWS generated rows (memory, as raking)
+            # and HERDING_CELLS cells over its tables.
+            rows = max(1, min(RAKING_ROWS, HERDING_CELLS // max(tables, 1)) // pool)
+            pools = -(-n // min(HERDING_ROWS, rows))
+            block = -(-n // pools)
             picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs), pairs)
         parts = []
         pool_codes = None  # a pool's codes, column by column, reused from pool to pool

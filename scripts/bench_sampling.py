@@ -42,7 +42,6 @@ from threadpoolctl import threadpool_limits
 from rdpgan import sampler as sampler_module
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.sample import (
-    chunk_sizes,
     iter_samples,
     load_model,
     sampling_workers,
@@ -168,8 +167,7 @@ def main() -> None:
             train_model(run_dir, args.train_steps)
         startup = sorted(startup_seconds(run_dir, work / "startup.csv", args.startup_runs))
         model = load_model(run_dir)
-        chunks = len(chunk_sizes(args.rows, args.chunk_size))
-        workers = sampling_workers(chunks)  # as the CLI does
+        workers = sampling_workers()  # as the CLI does
         loaded_mb = peak_rss_mb()
         first_sample = timed(lambda: model.sample(1, seed=0))  # fits the tilt once
         n, chunk = args.rows, args.chunk_size

@@ -127,11 +127,11 @@ def test_a_failure_while_writing_leaves_no_file(tmp_path, trained_run, monkeypat
     real_sample = model.sample_arrow
     calls = []
 
-    def fail_on_second_chunk(n, label=None, seed=None):
+    def fail_on_second_chunk(n, label=None, seed=None, workers=1):
         calls.append(n)
         if len(calls) == 2:
             raise OSError(28, "No space left on device")
-        return real_sample(n, label=label, seed=seed)
+        return real_sample(n, label=label, seed=seed, workers=workers)
 
     monkeypatch.setattr(model, "sample_arrow", fail_on_second_chunk)
     for out in ("s.csv", "s.parquet"):
@@ -295,6 +295,25 @@ def test_sampling_settings_on_the_command_line_apply_to_this_file_only(tmp_path,
         assert (tmp_path / "chosen.csv").read_bytes() == (tmp_path / "api.csv").read_bytes()
         assert (tmp_path / "chosen.csv").read_bytes() != run_file.read_bytes(), words
     assert (trained_run / "model.json").read_bytes() == saved
+
+
+def test_the_file_decides_once_whether_herding_takes_pairs(tmp_path, trained_run):
+    """Null ``herding_pairs`` is decided from the file's n, not each chunk's: 5,000 rows in
+    chunks of 300 herd columns alone (the API's calls of 300 would take pairs), 600 rows in
+    the same chunks take pairs; ``herding_pairs=false`` overrides it."""
+    model = load_model(trained_run)
+    assert model.model_config.herding_pairs is None and model.sampler.herding_pairs(300)
+    for n, words, pairs in (
+        (5000, [], False),
+        (600, [], True),
+        (600, ["herding_pairs=false"], False),
+    ):
+        common = [f"run_dir={trained_run}", f"n={n}", "chunk_size=300", "seed=7"]
+        result = sample_cli(tmp_path, *common, "out=cli.csv", *words, fresh=True)
+        assert result.returncode == 0, result.stderr
+        model.model_config = replace(model.model_config, herding_pairs=pairs)
+        write_samples(model, tmp_path / "api.csv", n=n, seed=7, chunk_size=300)
+        assert (tmp_path / "cli.csv").read_bytes() == (tmp_path / "api.csv").read_bytes(), n
 
 
 def test_a_saved_run_with_a_large_pool_still_loads_and_samples(tmp_path, trained_run):

@@ -279,6 +279,7 @@ def test_threads_generating_a_sample_do_not_change_its_rows(monkeypatch):
 def test_tilt_sampling_takes_python_and_numpy_booleans_and_null():
     for tilt in (True, False, None, np.True_):
         assert DPCGAN(model=ModelConfig(tilt_sampling=tilt)).model_config.tilt_sampling == tilt
+        assert DPCGAN(model=ModelConfig(herding_pairs=tilt)).model_config.herding_pairs == tilt
 
 
 def test_herding_keeps_a_pools_rows_in_blocks_and_a_pool_of_one_keeps_every_row(
@@ -318,10 +319,10 @@ def test_herding_keeps_a_pools_rows_in_blocks_and_a_pool_of_one_keeps_every_row(
     assert DPCGAN.load(tmp_path, device="cpu").sampler.herding_pairs(700) is False
 
 
-def test_herding_pairs_are_the_pairs_with_a_numeric_column(monkeypatch):
-    """Herding follows the pairs with a numeric column (not two categorical ones): a pool's
-    herder holds each such pair's cells after the columns' (class, code) cells; null takes
-    them on narrow tables only (and small calls: the other test)."""
+def test_herding_pairs_are_every_pair_of_columns(monkeypatch):
+    """Herding follows every pair of feature columns: a pool's herder holds each pair's cells
+    after the columns' (class, code) cells; null takes them on narrow tables only (and small
+    calls: the other test)."""
     schema = Schema.from_specs(
         [
             {"name": "x", "kind": "continuous", "lo": 0, "hi": 1},
@@ -332,7 +333,7 @@ def test_herding_pairs_are_the_pairs_with_a_numeric_column(monkeypatch):
         ]
     )
     transformer = TableTransformer(schema, "y")
-    assert sampler.herded_pairs(transformer) == [(0, 1), (0, 2), (0, 3), (1, 2), (2, 3)]
+    assert sampler.herded_pairs(transformer) == [(i, j) for i in range(4) for j in range(i + 1, 4)]
     settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=1)}
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
@@ -347,6 +348,19 @@ def test_herding_pairs_are_the_pairs_with_a_numeric_column(monkeypatch):
     sizes = model.sampler.transformer.code_sizes
     pairs = [(sizes[0], sizes[1]), (sizes[0], sizes[2]), (sizes[1], sizes[2])]
     assert herders[0].shapes[3:] == pairs
+
+
+def test_a_herding_pool_stays_within_its_cells_with_pairs(monkeypatch):
+    """With pairs, a pool's tables (columns and pairs) hold at most HERDING_CELLS cells: a
+    call's rows are herded in more, smaller pools."""
+    settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=1, herding_pairs=True)}
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
+    model.fit(toy_table(), "y", SCHEMA)
+    tables = 3 + 3  # three columns, three pairs
+    monkeypatch.setattr(sampler, "HERDING_CELLS", tables * sampler.HERDING_PAIRS_POOL * 100)
+    generated = count_generated(monkeypatch)
+    assert len(model.sample(700, seed=0)) == 700
+    assert generated == [100 * sampler.HERDING_PAIRS_POOL] * 7
 
 
 def test_a_pool_up_to_the_rows_generated_at_once_is_accepted():
@@ -394,10 +408,11 @@ def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_pa
     assert len(released) == 2 and model.marginal_noise == pytest.approx(noise)
     generated = count_generated(monkeypatch)
     share = noise / model.released_rows
-    # Where sampling does not rake, it herds from a pool of HERDING_POOL rows per kept row.
+    # Where sampling does not rake, it herds, here on pairs too (a narrow table, a small call):
+    # from a pool of HERDING_PAIRS_POOL rows per kept row.
     for scale, pool, tilted, per_row in (
         (1.01, sampler.RAKING_POOL, True, sampler.RAKING_POOL),
-        (0.99, 1, False, sampler.HERDING_POOL),
+        (0.99, 1, False, sampler.HERDING_PAIRS_POOL),
     ):
         monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", share * scale)
         monkeypatch.setattr(sampler, "TILT_NOISE_LIMIT", share * scale)

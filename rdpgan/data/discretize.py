@@ -249,7 +249,7 @@ def cell_index(
     ``out`` (int64, one entry per row) if given: raking indexes every row of every pool in
     dozens of tables, and fresh arrays there cost their pages' first touch."""
     index = np.empty(len(columns[0]), dtype=np.int64) if out is None else out
-    index[...] = columns[0]
+    np.copyto(index, columns[0], casting="same_kind")  # (codes, never floats)
     for codes, size in zip(columns[1:], sizes[1:], strict=True):
         index *= size  # in place: this runs on every row of every raked pool
         index += codes
