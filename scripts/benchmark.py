@@ -109,7 +109,8 @@ def locked(path: Path) -> Iterator[None]:
 
 
 def read_rows(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    """A results CSV's rows, commits as text (a hash of digits alone would read as a number)."""
+    return pd.read_csv(path, dtype={"commit": str}) if path.is_file() else pd.DataFrame()
 
 
 def append_row(path: Path, row: dict) -> None:

@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
-from benchmark import ABSENT_KEYS, TRAIN_OF_METHOD
+from benchmark import ABSENT_KEYS, TRAIN_OF_METHOD, read_rows
 
 from rdpgan.io import atomic_write
 from rdpgan.utility import CLASSIFIERS
@@ -233,7 +233,7 @@ def tuning_table(results: Path) -> str:
     path = results / "tuning_adult.csv"
     if not path.is_file():
         return ""
-    rows = pd.read_csv(path)
+    rows = read_rows(path)
     rows = rows[rows["round"] == 8]
     if rows.empty:
         return ""
@@ -250,7 +250,7 @@ def any_csv_section(results: Path) -> list[str]:
     path = results / "any_csv.csv"
     if not path.is_file():
         return []
-    rows = pd.read_csv(path)
+    rows = read_rows(path)
     columns = [
         "schema",
         "seed",
@@ -497,8 +497,8 @@ def main() -> None:
         if runs_path.is_file() and real_path.is_file():
             # One reference per split (before the lock in benchmark.py's real_reference,
             # parallel jobs could each compute and append the same split's).
-            real = pd.read_csv(real_path).drop_duplicates(["dataset", "repeat"])
-            data[dataset] = (pd.read_csv(runs_path), real)
+            real = read_rows(real_path).drop_duplicates(["dataset", "repeat"])
+            data[dataset] = (read_rows(runs_path), real)
     sections = []
     for dataset, (runs, real) in data.items():
         repeats = runs.groupby(["method", "epsilon"], dropna=False).size()

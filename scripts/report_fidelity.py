@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=Path("results/fidelity_resolution"))
     args = parser.parse_args()
     tables = {
-        path.stem.removeprefix("bench_"): pd.read_csv(path)
+        path.stem.removeprefix("bench_"): pd.read_csv(path, dtype={"commit": str})
         for path in sorted(args.results.glob("bench_*.csv"))
         if not path.stem.startswith("bench_real_")
     }

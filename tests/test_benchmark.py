@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
+from benchmark import read_rows  # noqa: E402
 from report_benchmark import fidelity_table, grid_bar  # noqa: E402
 
 TINY_SETTINGS = [
@@ -300,3 +301,10 @@ def test_grid_bar_finds_a_superseded_grid_and_a_missing_table(tmp_path):
     assert any("found: old/bench_cervical.csv" in line for line in failed)
     assert any(line.startswith("- creditcard: rdp_cgan ε=8 nan") for line in failed)
     assert "- adult: cgan 0.980 ≥ the paper's CGAN share 0.977 of real: met" in lines
+
+
+def test_a_commit_of_digits_alone_reads_back_as_text(tmp_path):
+    """A short hash such as 1081613 is a commit, not a number (the grid's report joins them)."""
+    path = tmp_path / "bench.csv"
+    pd.DataFrame({"commit": ["1081613", "0123456", "fb1dab3"], "x": [1, 2, 3]}).to_csv(path)
+    assert read_rows(path)["commit"].tolist() == ["1081613", "0123456", "fb1dab3"]
