@@ -73,11 +73,13 @@ HERDING_ROWS = 2_048
 # development suite and 0.017 lower on Adult's subsets (standard error 0.006); every pair from
 # a pool of 64 lowered 2-way TVD further on acs12 (-0.0013, 8 seeds), creditcard_aer (-0.0018)
 # and Adult's subsets (-0.0024), credit_data level (+0.0002), AUROC level within its noise. It
-# costs: the pairs grow with the columns squared and herding slows several times over (on
-# Adult's 14 columns, 376 rows/s against 4,127 for columns alone, by a timing that is not
-# committed), so wide tables and large calls herd columns alone (a call's scatter, which
-# herding removes, shrinks as its rows grow), and a pool's tables stay within HERDING_CELLS
-# cells (memory).
+# costs: the pairs grow with the columns squared and herding slows many times over (Adult's
+# 700-row subsets: 2.1 s against 0.3 s for columns alone, the rounds' sample_seconds), so wide
+# tables and large calls herd columns alone (a call's scatter, which herding removes, shrinks
+# as its rows grow), and a pool's tables stay within HERDING_CELLS cells (memory; a pool keeps
+# at least HERDING_MIN rows whatever its cells). Since pools are cut by cells, an explicit
+# herding_pool far above the default, or a table of hundreds of columns, herds in smaller
+# pools than before pairs (other rows for a seed).
 HERDING_PAIRS_POOL = 64
 HERDING_PAIR_COLUMNS = 16
 HERDING_PAIR_ROWS = 4_096
@@ -199,8 +201,10 @@ class Sampler:
         """Draw ``n`` synthetic rows (default: the released size of the training table).
 
         ``label`` fixes the condition to one class; otherwise labels follow the released
-        (noisy) label frequencies. ``workers`` threads generate them (the rows do not depend
-        on it).
+        (noisy) label frequencies. ``workers`` threads generate them: from 2 on, the rows do
+        not depend on it (every product on one BLAS thread); with 1, the products run on
+        BLAS's threads as the process has them, which can round otherwise in the last bit and
+        move a draw now and then (files, :mod:`rdpgan.sample`, never do).
         """
         return self.transformer.decode_parts(*self.parts(n, label, seed, workers))
 
@@ -262,7 +266,7 @@ class Sampler:
             tables = self.columns() + len(pairs)
             # Near-equal pools, each at most RAKING_ROWS generated rows (memory, as raking)
             # and HERDING_CELLS cells over its tables.
-            rows = max(1, min(RAKING_ROWS, HERDING_CELLS // max(tables, 1)) // pool)
+            rows = max(HERDING_MIN, min(RAKING_ROWS, HERDING_CELLS // max(tables, 1)) // pool)
             pools = -(-n // min(HERDING_ROWS, rows))
             block = -(-n // pools)
             picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs), pairs)

@@ -103,8 +103,8 @@ class DPCGAN(FittedModel):
         """Draw ``n`` synthetic rows (default: the released size of the training table).
 
         ``label`` fixes the condition to one class; otherwise labels follow the released
-        (noisy) label frequencies. ``workers`` threads generate them (the rows do not depend
-        on it).
+        (noisy) label frequencies. ``workers`` threads generate them (see
+        :meth:`rdpgan.sampler.Sampler.sample`: from 2 on, the rows do not depend on it).
         """
         return self.sampler.sample(n, label, seed, workers)
 

@@ -251,7 +251,7 @@ def main() -> None:
     pool = model.sampler.raking_pool()
     default = f"raking, a pool of {pool}"
     if pool == 1:  # (a pool of 1 rakes nothing: it herds, from as many rows as it asks)
-        pool = model.sampler.herding_pool(chunk)
+        pool = model.sampler.herding_pool(min(chunk, n))
         default = "no raking" if pool == 1 else f"no raking, herding from a pool of {pool}"
     # What sampling can reach: the products on every worker at once, one row kept of every
     # ``pool`` generated; for this model's own pool, and unraked.

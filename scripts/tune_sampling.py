@@ -45,14 +45,26 @@ from tune_fidelity import (
 )
 
 from rdpgan import sampler as sampler_module
+from rdpgan.data.schema import Continuous
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "results" / "tuning_sampling.csv"
-# A candidate's setting that is not the model's: the pairs herding follows ("all": every pair
-# of feature columns), in place of rdpgan.sampler.herded_pairs while the candidate samples.
+# A candidate's setting that is not the model's: the pairs herding follows, in place of
+# rdpgan.sampler.herded_pairs while the candidate samples ("all": every pair of feature
+# columns, what the sampler takes since round 35; "numeric": the pairs with a numeric column,
+# what it took in round 34).
 PAIRS = "herded_pairs"
+
+
+def numeric_pairs(transformer: Any) -> list[tuple[int, int]]:
+    numeric = [isinstance(c, Continuous) for c in transformer.features.columns]
+    every = itertools.combinations(range(len(numeric)), 2)
+    return [(i, j) for i, j in every if numeric[i] or numeric[j]]
+
+
 PAIR_RULES = {
-    "all": lambda transformer: list(itertools.combinations(range(len(transformer.code_sizes)), 2))
+    "all": lambda transformer: list(itertools.combinations(range(len(transformer.code_sizes)), 2)),
+    "numeric": numeric_pairs,
 }
 # Each round's candidates (model settings), all sampled from the same trained generator.
 ROUNDS: dict[int, dict[str, dict[str, object]]] = {
@@ -65,14 +77,14 @@ ROUNDS: dict[int, dict[str, dict[str, object]]] = {
     # from pools of 16 and 32, against round 33's choice (columns alone, 16).
     34: {
         "r34_columns16": {"herding_pool": 16, "herding_pairs": False},
-        "r34_pairs16": {"herding_pool": 16, "herding_pairs": True},
-        "r34_pairs32": {"herding_pool": 32, "herding_pairs": True},
+        "r34_pairs16": {"herding_pool": 16, "herding_pairs": True, PAIRS: "numeric"},
+        "r34_pairs32": {"herding_pool": 32, "herding_pairs": True, PAIRS: "numeric"},
     },
     # The pairs with a numeric column (round 34's choice) against every pair, at pools of 32
     # and 64.
     35: {
-        "r35_numeric32": {"herding_pool": 32, "herding_pairs": True},
-        "r35_numeric64": {"herding_pool": 64, "herding_pairs": True},
+        "r35_numeric32": {"herding_pool": 32, "herding_pairs": True, PAIRS: "numeric"},
+        "r35_numeric64": {"herding_pool": 64, "herding_pairs": True, PAIRS: "numeric"},
         "r35_all32": {"herding_pool": 32, "herding_pairs": True, PAIRS: "all"},
         "r35_all64": {"herding_pool": 64, "herding_pairs": True, PAIRS: "all"},
     },
@@ -123,7 +135,8 @@ def main() -> None:
         for name, settings in candidates.items():
             model_settings = {k: v for k, v in settings.items() if k != PAIRS}
             model.model_config = replace(trained, **model_settings)
-            rule = PAIR_RULES.get(str(settings.get(PAIRS)), sampler_module.herded_pairs)
+            rule = PAIR_RULES[str(settings[PAIRS])] if PAIRS in settings else None
+            rule = rule or sampler_module.herded_pairs
             with patched(sampler_module, "herded_pairs", rule):
                 start = time.perf_counter()
                 synthetic = model.sample(len(fit_rows), seed=SAMPLING_SEED + seed)

@@ -17,9 +17,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from rdpgan import sampler
+from rdpgan.config import SampleCliConfig
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
 from rdpgan.sample import ARROW_TYPES, chunk_seed, load_model, resolve_label, write_samples
+from rdpgan.sample import run as sample_run
 from rdpgan.synthesizer import DPCGAN
 from tests.conftest import run_cli
 
@@ -297,23 +300,33 @@ def test_sampling_settings_on_the_command_line_apply_to_this_file_only(tmp_path,
     assert (trained_run / "model.json").read_bytes() == saved
 
 
-def test_the_file_decides_once_whether_herding_takes_pairs(tmp_path, trained_run):
-    """Null ``herding_pairs`` is decided from the file's n, not each chunk's: 5,000 rows in
-    chunks of 300 herd columns alone (the API's calls of 300 would take pairs), 600 rows in
-    the same chunks take pairs; ``herding_pairs=false`` overrides it."""
+def test_the_file_decides_once_whether_herding_takes_pairs(tmp_path, trained_run, monkeypatch):
+    """Null ``herding_pairs`` is decided from the file's n, not each chunk's: with pairs for
+    calls of at most 500 rows, 600 rows in chunks of 300 herd columns alone (the API's calls of
+    300 would take pairs), 400 rows take pairs; ``herding_pairs=false`` overrides it. (In
+    process, to lower the limit; unraked, so that it herds.)"""
+    monkeypatch.setattr(sampler, "HERDING_PAIR_ROWS", 500)
     model = load_model(trained_run)
-    assert model.model_config.herding_pairs is None and model.sampler.herding_pairs(300)
-    for n, words, pairs in (
-        (5000, [], False),
-        (600, [], True),
-        (600, ["herding_pairs=false"], False),
-    ):
-        common = [f"run_dir={trained_run}", f"n={n}", "chunk_size=300", "seed=7"]
-        result = sample_cli(tmp_path, *common, "out=cli.csv", *words, fresh=True)
-        assert result.returncode == 0, result.stderr
-        model.model_config = replace(model.model_config, herding_pairs=pairs)
+    assert model.model_config.herding_pairs is None
+
+    def api_file(n: int, pairs: bool) -> bytes:
+        model.model_config = replace(model.model_config, sample_pool=1, herding_pairs=pairs)
         write_samples(model, tmp_path / "api.csv", n=n, seed=7, chunk_size=300)
-        assert (tmp_path / "cli.csv").read_bytes() == (tmp_path / "api.csv").read_bytes(), n
+        return (tmp_path / "api.csv").read_bytes()
+
+    for n, override, pairs in ((600, None, False), (400, None, True), (400, False, False)):
+        cli = SampleCliConfig(
+            run_dir=str(trained_run),
+            out=str(tmp_path / "cli.csv"),
+            n=n,
+            chunk_size=300,
+            seed=7,
+            sample_pool=1,
+            herding_pairs=override,
+        )
+        sample_run(cli)
+        written = (tmp_path / "cli.csv").read_bytes()
+        assert written == api_file(n, pairs) and written != api_file(n, not pairs), (n, override)
 
 
 def test_a_saved_run_with_a_large_pool_still_loads_and_samples(tmp_path, trained_run):

@@ -352,15 +352,30 @@ def test_herding_pairs_are_every_pair_of_columns(monkeypatch):
 
 def test_a_herding_pool_stays_within_its_cells_with_pairs(monkeypatch):
     """With pairs, a pool's tables (columns and pairs) hold at most HERDING_CELLS cells: a
-    call's rows are herded in more, smaller pools."""
+    call's rows are herded in more, smaller pools, of at least HERDING_MIN rows each."""
     settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=1, herding_pairs=True)}
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
-    tables = 3 + 3  # three columns, three pairs
-    monkeypatch.setattr(sampler, "HERDING_CELLS", tables * sampler.HERDING_PAIRS_POOL * 100)
+    pool, tables = sampler.HERDING_PAIRS_POOL, 3 + 3  # three columns, three pairs
     generated = count_generated(monkeypatch)
-    assert len(model.sample(700, seed=0)) == 700
-    assert generated == [100 * sampler.HERDING_PAIRS_POOL] * 7
+    for cells, kept in ((tables * pool * 300, [300, 300]), (1, [200, 200, 200])):
+        monkeypatch.setattr(sampler, "HERDING_CELLS", cells)
+        generated.clear()
+        assert len(model.sample(600, seed=0)) == 600
+        assert generated == [rows * pool for rows in kept]
+
+
+def test_null_herding_pairs_follow_the_calls_rows(monkeypatch):
+    """Null: a call of at most HERDING_PAIR_ROWS rows herds pairs from HERDING_PAIRS_POOL, a
+    larger one columns alone from HERDING_POOL."""
+    settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=1)}
+    model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
+    model.fit(toy_table(), "y", SCHEMA)
+    monkeypatch.setattr(sampler, "HERDING_PAIR_ROWS", 300)
+    generated = count_generated(monkeypatch)
+    for n, pool in ((300, sampler.HERDING_PAIRS_POOL), (301, sampler.HERDING_POOL)):
+        generated.clear()
+        assert len(model.sample(n, seed=0)) == n and generated == [n * pool]
 
 
 def test_a_pool_up_to_the_rows_generated_at_once_is_accepted():
