@@ -284,7 +284,12 @@ class Sampler:
             blocks = self.generate(labels, rng, workers, out=pool_codes)
             keep = picker(blocks, labels, size, rng)
             parts.append((blocks[keep], labels[keep]))
-        blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))
+        # (One block, as unraked calls of up to RAKING_ROWS rows are: no copy, whose fresh
+        # pages cost as much as a twentieth of such a call.)
+        if len(parts) == 1:
+            blocks, labels = parts[0]
+        else:
+            blocks, labels = (np.concatenate(part) for part in zip(*parts, strict=True))
         # Each wide column's position within its bin: a uniform quantile of its released
         # density there (public randomness, from the same seed).
         positions = rng.uniform(-1.0, 1.0, (n, len(self.transformer.wide_columns)))
