@@ -71,15 +71,17 @@ HERDING_ROWS = 2_048
 # every table against columns alone (acs12 -0.0039 over 8 seeds, credit_data -0.0058,
 # creditcard_aer -0.0082, Adult's 700-row subsets -0.0036), 1-way level, AUROC level on the
 # development suite and 0.017 lower on Adult's subsets (standard error 0.006); every pair from
-# a pool of 64 lowered 2-way TVD further on acs12 (-0.0013, 8 seeds), creditcard_aer (-0.0018)
-# and Adult's subsets (-0.0024), credit_data level (+0.0002), AUROC level within its noise. It
-# costs: the pairs grow with the columns squared and herding slows many times over (Adult's
-# 700-row subsets: 2.1 s against 0.3 s for columns alone, the rounds' sample_seconds), so wide
-# tables and large calls herd columns alone (a call's scatter, which herding removes, shrinks
-# as its rows grow), and a pool's tables stay within HERDING_CELLS cells (memory; a pool keeps
-# at least HERDING_MIN rows whatever its cells). Since pools are cut by cells, an explicit
-# herding_pool far above the default, or a table of hundreds of columns, herds in smaller
-# pools than before pairs (other rows for a seed).
+# a pool of 64 lowered 2-way TVD further on acs12 (-0.0013, 8 seeds), creditcard_aer (-0.0018,
+# +-0.0012: within noise) and Adult's subsets (-0.0024), credit_data level (+0.0002), AUROC
+# level within its noise. It costs: the pairs grow with the columns squared and herding slows
+# several times over (Adult's 700-row subsets, sample_seconds: in round 34 the numeric pairs
+# from 32 took 0.92 s against 0.30 s for columns alone; in round 35 every pair from 64 took
+# 2.06 s against the numeric pairs' 1.22 s), so wide tables and large calls herd columns
+# alone (a call's scatter, which herding removes, shrinks as its rows grow), and a pool's
+# tables stay within HERDING_CELLS cells (memory; a pool keeps at least HERDING_MIN rows
+# whatever its cells). Since pools are cut by cells, an explicit herding_pool far above the
+# default, or a table of hundreds of columns, herds in smaller pools than before pairs (other
+# rows for a seed).
 HERDING_PAIRS_POOL = 64
 HERDING_PAIR_COLUMNS = 16
 HERDING_PAIR_ROWS = 4_096
@@ -284,8 +286,7 @@ class Sampler:
             blocks = self.generate(labels, rng, workers, out=pool_codes)
             keep = picker(blocks, labels, size, rng)
             parts.append((blocks[keep], labels[keep]))
-        # (One block, as unraked calls of up to RAKING_ROWS rows are: no copy, whose fresh
-        # pages cost as much as a twentieth of such a call.)
+        # (One block, as unraked calls of up to RAKING_ROWS rows are: no copy into fresh pages.)
         if len(parts) == 1:
             blocks, labels = parts[0]
         else:
