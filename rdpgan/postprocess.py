@@ -247,7 +247,8 @@ class Herder:
         self.pairs = list(pairs)
         self.shapes = [(n_classes, size) for size in code_sizes]
         self.shapes += [(code_sizes[i], code_sizes[j]) for i, j in self.pairs]
-        self.residual = np.zeros(sum(math.prod(shape) for shape in self.shapes))
+        self.sizes = [math.prod(shape) for shape in self.shapes]  # cells per table
+        self.residual = np.zeros(sum(self.sizes))
 
     def __call__(
         self, codes: np.ndarray, labels: np.ndarray, n: int, rng: np.random.Generator
@@ -260,8 +261,7 @@ class Herder:
             cell_index([labels, codes[:, column]], self.shapes[column], out=cells[column])
         for table, (i, j) in enumerate(self.pairs, start=columns):
             cell_index([codes[:, i], codes[:, j]], self.shapes[table], out=cells[table])
-        sizes = [math.prod(shape) for shape in self.shapes]
-        return rng.permutation(herd(cells, sizes, n, self.residual))
+        return rng.permutation(herd(cells, self.sizes, n, self.residual))
 
 
 class Raker:

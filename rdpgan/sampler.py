@@ -193,7 +193,7 @@ class Sampler:
     released_rows: int
     marginals: Marginals | None
     marginal_noise: float  # the noise std on one released count of the marginals
-    config: ModelConfig  # reads sample_pool, herding_pool and tilt_sampling
+    config: ModelConfig  # reads sample_pool, herding_pool, herding_pairs and tilt_sampling
     seed: int
     tilts: Tilts = field(default_factory=Tilts)
 
@@ -265,13 +265,13 @@ class Sampler:
         elif (herding := self.herding_pool(n)) > 1 and n >= HERDING_MIN:
             pool = herding
             pairs = herded_pairs(self.transformer) if self.herding_pairs(n) else []
-            tables = self.columns() + len(pairs)
+            picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs), pairs)
             # Near-equal pools, each at most RAKING_ROWS generated rows (memory, as raking)
             # and HERDING_CELLS cells over its tables.
-            rows = max(HERDING_MIN, min(RAKING_ROWS, HERDING_CELLS // max(tables, 1)) // pool)
+            tables = max(len(picker.shapes), 1)
+            rows = max(HERDING_MIN, min(RAKING_ROWS, HERDING_CELLS // tables) // pool)
             pools = -(-n // min(HERDING_ROWS, rows))
             block = -(-n // pools)
-            picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs), pairs)
         parts = []
         pool_codes = None  # a pool's codes, column by column, reused from pool to pool
         for start in range(0, n, block):

@@ -25,11 +25,10 @@ import itertools
 import shlex
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pandas as pd
 from machine_info import code_commit, machine_line
@@ -137,7 +136,7 @@ def main() -> None:
             model.model_config = replace(trained, **model_settings)
             rule = PAIR_RULES[str(settings[PAIRS])] if PAIRS in settings else None
             rule = rule or sampler_module.herded_pairs
-            with patched(sampler_module, "herded_pairs", rule):
+            with mock.patch.object(sampler_module, "herded_pairs", rule):
                 start = time.perf_counter()
                 synthetic = model.sample(len(fit_rows), seed=SAMPLING_SEED + seed)
                 seconds = time.perf_counter() - start
@@ -163,17 +162,6 @@ def main() -> None:
             print(row, flush=True)
             new_rows.append(row)
         done = appended(OUT, new_rows)
-
-
-@contextmanager
-def patched(module: Any, name: str, value: Any) -> Iterator[None]:
-    """``module.name`` set to ``value`` within the block."""
-    shipped = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, shipped)
 
 
 if __name__ == "__main__":
