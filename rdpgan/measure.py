@@ -11,10 +11,11 @@ on neighbouring tables through these same functions.
 - :func:`label_counts`: the label histogram (L2 sensitivity 1), which the generator samples its
   labels from; its noisy total stands in for the row count wherever one is needed.
 - :func:`release_marginals`: each feature's code distribution within each class (the 2-way
-  marginals with the target, which also give every 1-way marginal; :func:`marginals`), a
-  spanning tree of feature pairs chosen by the exponential mechanism (:func:`select_pairs`)
-  and their joint distributions (:func:`pair_marginals`), which the generator's marginal loss
-  and the sampler's raking (:mod:`rdpgan.postprocess`) match;
+  marginals with the target, which also give every 1-way marginal; :func:`marginals`), and
+  where the affordable pairs link every column, a spanning tree of feature pairs chosen by the
+  exponential mechanism (:func:`select_pairs`) and their joint distributions
+  (:func:`pair_marginals`), which the generator's marginal loss and the sampler's raking
+  (:mod:`rdpgan.postprocess`) match;
   :func:`planned_marginal_releases` says what it would record, before any draw.
 - :func:`reserve_adaptive_pairs` / :func:`adaptive_pairs`: after training, more pairs of
   features, chosen privately where the trained generator's joint distribution is furthest
@@ -187,9 +188,16 @@ def _marginal_shares(
     coarse_sizes: Sequence[int], total: float, ledger: PrivacyLedger, fraction: float
 ) -> tuple[list[tuple[int, int]], float]:
     """The candidate pairs, and the epsilon each of the marginals' two Gaussian releases costs
-    on its own (the per-class tables take all of ``fraction`` with no candidate)."""
+    on its own (the per-class tables take all of ``fraction`` with no candidate).
+
+    Pairs are released only where the candidates link every column (a spanning tree of them
+    exists): where the noise leaves most pairs unaffordable (a wide table on few rows, a small
+    epsilon), the few left teach G little and halve the per-class tables' share, whose noise
+    then sets every column's distribution (tuning_fidelity.csv, round 36)."""
     base = ledger.gaussian_budget()
     candidates = pair_candidates(coarse_sizes, total, ledger, fraction / 2 * base)
+    if forest_size(len(coarse_sizes), candidates) < len(coarse_sizes) - 1:
+        candidates = []
     return candidates, (fraction / 2 if candidates else fraction) * base
 
 

@@ -233,3 +233,27 @@ def test_numeric_densities_are_skipped_where_the_accountant_cannot_certify_them(
     moments = PrivacyLedger(1.0, 1e-5, "moments")
     assert measure.affordable(moments, 0.5) and not measure.affordable(moments, 0.2)
     assert measure.affordable(PrivacyLedger(1.0, 1e-5, "none"), 0.05)
+
+
+def test_pairs_are_released_only_where_the_candidates_link_every_column():
+    """Three 2-code columns beside one of 20 codes that no affordable pair reaches: no pair is
+    released, and the per-class tables take the marginals' whole share; with ten times the
+    rows every pair is affordable, and the pairs are released again."""
+    ledger = PrivacyLedger(1.0, 1e-5, "rdp")
+    sizes, half = [2, 2, 2, 20], 0.25 * ledger.gaussian_budget()
+    # The pair release's noise std (sqrt(6): the most pairs a selection of 4 columns makes).
+    std = ledger.calibrate(1.0, 1, half, alone=True) * math.sqrt(6)
+    few, many = 20 * std, 200 * std
+    assert measure.forest_size(4, measure.pair_candidates(sizes, few, ledger, half)) == 2
+    alone = measure.planned_marginal_releases(sizes, few, ledger, 0.5, 0.05)
+    assert [r.name for r in alone] == [measure.MARGINALS]
+    assert alone[0].noise_multiplier == pytest.approx(
+        ledger.calibrate(1.0, 1, 2 * half, alone=True)
+    )
+    paired = measure.planned_marginal_releases(sizes, many, ledger, 0.5, 0.05)
+    assert [r.name for r in paired] == [
+        measure.MARGINALS,
+        "pair_selection",
+        measure.PAIR_MARGINALS,
+    ]
+    assert paired[0].noise_multiplier == pytest.approx(ledger.calibrate(1.0, 1, half, alone=True))
