@@ -39,7 +39,7 @@ def moves_to_marginals(model: FittedModel) -> bool:
     tables (small ones, small epsilons) the marginals carry most of what G learns (round 30
     of results/tuning_adult.csv, 700 rows at epsilon 8: AUROC 0.644 -> 0.697, every TVD
     lower). Only where the larger share makes no released count noisier (it can, where it
-    makes pairs affordable that were not: they halve the per-class tables' share) and still
+    affords more pairs, whose release spreads its noise over more tables) and still
     leaves DP-SGD the share of epsilon the settings leave it (1 less every share), by the
     run's accountant (at a small epsilon the label counts' fixed noise takes much of it).
     Where the larger share makes the marginals precise enough to rake, sampling rakes toward
@@ -51,7 +51,7 @@ def moves_to_marginals(model: FittedModel) -> bool:
 
     def planned(fraction: float) -> list[Release]:
         return measure.planned_marginal_releases(
-            sizes, rows, ledger, fraction, privacy.selection_fraction
+            sizes, rows, ledger, fraction, privacy.selection_fraction, privacy.marginals_fraction
         )
 
     noise = measure.largest_noise(planned(privacy.marginals_fraction))

@@ -161,6 +161,7 @@ def _release_marginals(
             fraction + model.privacy.adaptive_fraction if moved else fraction,
             model.privacy.selection_fraction,
             noise,
+            configured=fraction,
         )
         model.marginal_noise = measure.marginal_noise(model.ledger)
         if not moved:

@@ -152,11 +152,14 @@ def release_marginals(
     fraction: float,
     selection_fraction: float,
     rng: np.random.Generator,
+    configured: float | None = None,
 ) -> Marginals:
     """The marginals G learns from, target first: every feature's distribution per class
     (``fraction`` / 2 of the budget), then pairs of features chosen privately among the
     candidates (``selection_fraction``; see :func:`select_pairs`) and their joint distributions
-    (``fraction`` / 2). With no candidate pair, the per-class tables take all of ``fraction``.
+    (``fraction`` / 2). Where the candidate pairs at the ``configured`` share (default
+    ``fraction``; see :func:`_marginal_shares`) do not link every column, there are no pairs
+    and the per-class tables take all of ``fraction``.
     The budget is what the Gaussian releases may spend when this starts (epsilon less any
     pure-DP release before it, such as a private schema)."""
     codes = transformer.codes(features)
@@ -164,7 +167,7 @@ def release_marginals(
     coarse_sizes = table_sizes(transformer.features, PAIR_BINS)
     # Every share is of the same base: what the Gaussian releases may spend before any of these.
     selection_epsilon = selection_fraction * ledger.gaussian_budget()
-    candidates, share = _marginal_shares(coarse_sizes, total, ledger, fraction)
+    candidates, share = _marginal_shares(coarse_sizes, total, ledger, fraction, configured)
     by_class = marginals(codes, labels, sizes, len(label_probs), ledger, share, rng)
     if not candidates:
         return Marginals(by_class, [], [], [])
@@ -185,19 +188,29 @@ def release_marginals(
 
 
 def _marginal_shares(
-    coarse_sizes: Sequence[int], total: float, ledger: PrivacyLedger, fraction: float
+    coarse_sizes: Sequence[int],
+    total: float,
+    ledger: PrivacyLedger,
+    fraction: float,
+    configured: float | None = None,
 ) -> tuple[list[tuple[int, int]], float]:
     """The candidate pairs, and the epsilon each of the marginals' two Gaussian releases costs
     on its own (the per-class tables take all of ``fraction`` with no candidate).
 
-    Pairs are released only where the candidates link every column (a spanning tree of them
-    exists): where the noise leaves most pairs unaffordable (a wide table on few rows, a small
-    epsilon), the few left teach G little and halve the per-class tables' share, whose noise
-    then sets every column's distribution (tuning_fidelity.csv, round 36)."""
+    Pairs are released only where the candidates at the marginals' ``configured`` share
+    (default ``fraction``) link every column (a spanning tree of them exists): where the noise
+    leaves most pairs unaffordable (a wide table on few rows, a small epsilon), the few left
+    teach G little and halve the per-class tables' share, whose noise then sets every column's
+    distribution (tuning_fidelity.csv, round 36). Decided at the configured share, so that
+    where the adaptive pairs' share moves to the marginals
+    (:func:`rdpgan.adaptive.moves_to_marginals`), a table without pairs at the configured
+    split gives it all to the per-class tables, not to pairs the larger share would afford."""
     base = ledger.gaussian_budget()
+    at = fraction if configured is None else configured
+    linking = pair_candidates(coarse_sizes, total, ledger, at / 2 * base)
+    if forest_size(len(coarse_sizes), linking) < len(coarse_sizes) - 1:
+        return [], fraction * base
     candidates = pair_candidates(coarse_sizes, total, ledger, fraction / 2 * base)
-    if forest_size(len(coarse_sizes), candidates) < len(coarse_sizes) - 1:
-        candidates = []
     return candidates, (fraction / 2 if candidates else fraction) * base
 
 
@@ -207,13 +220,14 @@ def planned_marginal_releases(
     ledger: PrivacyLedger,
     fraction: float,
     selection_fraction: float,
+    configured: float | None = None,
 ) -> list[Release]:
     """The releases :func:`release_marginals` would record (none without privacy), planned
     before anything is drawn, from public quantities alone (the schema, the budget, the
     released row count): a fit chooses its budget split with them."""
     if not ledger.private:
         return []
-    candidates, share = _marginal_shares(coarse_sizes, total, ledger, fraction)
+    candidates, share = _marginal_shares(coarse_sizes, total, ledger, fraction, configured)
     sigma = ledger.calibrate(1.0, 1, share, alone=True)
     planned = [_gaussian_release(MARGINALS, sigma, len(coarse_sizes))]
     if candidates:

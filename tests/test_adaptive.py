@@ -41,8 +41,16 @@ def stand_in(epsilon: float, rows: int, privacy: PrivacyConfig | None = None) ->
 
 
 def planned_noise(model: SimpleNamespace, fraction: float) -> float:
+    """The marginals' planned noise at ``fraction``, pairs decided at the configured share
+    (as a fit releases them)."""
+    privacy = model.privacy
     releases = measure.planned_marginal_releases(
-        SIZES, model.released_rows, model.ledger, fraction, model.privacy.selection_fraction
+        table_sizes(model.transformer.features, measure.PAIR_BINS),
+        model.released_rows,
+        model.ledger,
+        fraction,
+        privacy.selection_fraction,
+        privacy.marginals_fraction,
     )
     return measure.largest_noise(releases)
 
@@ -80,15 +88,26 @@ def test_the_share_moves_only_while_dp_sgd_keeps_what_the_shares_leave_it(monkey
 
 @pytest.mark.parametrize("epsilon", [1.0, 2.0, 8.0])
 def test_moving_the_share_never_makes_a_released_count_noisier(epsilon, monkeypatch):
-    """Over released row counts where the larger share makes pairs affordable that were not
-    (halving the per-class tables' share) and where it does not, it moves only where no
-    count gets noisier."""
+    """Over released row counts where the larger share makes more pairs affordable (on seven
+    columns, up to twice as many pairs as columns but one: the pair release's noise, spread
+    over more tables, can outgrow what a small added share buys) and where it does not, it
+    moves only where no count gets noisier."""
     monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 0.0)
-    privacy = PrivacyConfig()
+    privacy = PrivacyConfig(adaptive_fraction=0.02)
     larger = privacy.marginals_fraction + privacy.adaptive_fraction
+    levels = [2, 3, 4, 6, 8, 12, 16]
+    names = [f"c{i}" for i in range(len(levels))]
+    specs = [
+        {"name": name, "kind": "categorical", "levels": list(range(k))}
+        for name, k in zip(names, levels, strict=True)
+    ]
+    wide = TableTransformer(
+        Schema.from_specs([*specs, {"name": "y", "kind": "categorical", "levels": [0, 1]}]), "y"
+    )
     noisier = []
-    for rows in range(20, 3000, 20):
-        model = stand_in(epsilon, rows)
+    for rows in range(20, 6000, 20):
+        model = stand_in(epsilon, rows, privacy)
+        model.transformer = wide
         before = planned_noise(model, privacy.marginals_fraction)
         after = planned_noise(model, larger)
         noisier.append(after > before)

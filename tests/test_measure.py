@@ -155,14 +155,23 @@ def test_the_planned_marginal_noise_is_the_noise_the_release_then_gets(rows):
     transformer = TableTransformer(schema, "y")
     features, labels = transformer.encode(frame), transformer.encode_labels(frame)
     sizes = table_sizes(transformer.features, measure.PAIR_BINS)
-    for fraction in (0.5, 0.75):
+    for fraction, configured in ((0.5, None), (0.75, None), (0.75, 0.5)):
         ledger = PrivacyLedger(8.0, 1e-5, "rdp")
         ledger.record(Release("schema", "pure", epsilon=0.8))
-        planned = measure.planned_marginal_releases(sizes, rows, ledger, fraction, 0.05)
+        planned = measure.planned_marginal_releases(sizes, rows, ledger, fraction, 0.05, configured)
         spent = ledger.epsilon_with(planned)
         assert [r.name for r in ledger.releases] == ["schema"]  # nothing recorded
         released = measure.release_marginals(
-            features, labels, transformer, np.array([0.5, 0.5]), rows, ledger, fraction, 0.05, rng
+            features,
+            labels,
+            transformer,
+            np.array([0.5, 0.5]),
+            rows,
+            ledger,
+            fraction,
+            0.05,
+            rng,
+            configured,
         )
         assert len(released.pairs) == (8 if rows == 3000 else 0)
         assert [r.to_dict() for r in planned] == [r.to_dict() for r in ledger.releases[1:]]
@@ -257,3 +266,24 @@ def test_pairs_are_released_only_where_the_candidates_link_every_column():
         measure.PAIR_MARGINALS,
     ]
     assert paired[0].noise_multiplier == pytest.approx(ledger.calibrate(1.0, 1, half, alone=True))
+
+
+def test_whether_pairs_link_every_column_is_decided_at_the_configured_share():
+    """Rows enough for the 20-code column's pairs at a share of 0.75 but not at the configured
+    0.5: the adaptive pairs' share moved to the marginals (0.75 in all) goes to the per-class
+    tables alone, not to pairs only the larger share affords."""
+    ledger = PrivacyLedger(1.0, 1e-5, "rdp")
+    sizes, budget = [2, 2, 2, 20], ledger.gaussian_budget()
+
+    def pair_std(half: float) -> float:
+        return ledger.calibrate(1.0, 1, half * budget, alone=True) * math.sqrt(6)
+
+    rows = 81 * pair_std(0.375)  # 40 cells x std <= rows / 2 at 0.375, not at 0.25
+    assert 40 * pair_std(0.25) > rows / 2
+    both = measure.planned_marginal_releases(sizes, rows, ledger, 0.75, 0.05)
+    assert [r.name for r in both] == [measure.MARGINALS, "pair_selection", measure.PAIR_MARGINALS]
+    moved = measure.planned_marginal_releases(sizes, rows, ledger, 0.75, 0.05, configured=0.5)
+    assert [r.name for r in moved] == [measure.MARGINALS]
+    assert moved[0].noise_multiplier == pytest.approx(
+        ledger.calibrate(1.0, 1, 0.75 * budget, alone=True)
+    )
