@@ -207,6 +207,7 @@ def _marginal_shares(
     split gives it all to the per-class tables, not to pairs the larger share would afford."""
     base = ledger.gaussian_budget()
     at = fraction if configured is None else configured
+    assert at <= fraction, "the configured share is at most the share released"
     linking = pair_candidates(coarse_sizes, total, ledger, at / 2 * base)
     if forest_size(len(coarse_sizes), linking) < len(coarse_sizes) - 1:
         return [], fraction * base

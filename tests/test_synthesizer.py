@@ -763,6 +763,31 @@ def test_the_adaptive_share_goes_to_the_marginals_where_sampling_would_not_rake(
     assert model.sampler.raking_pool() == (sampler.RAKING_POOL if rakes else 1)
 
 
+def test_pairs_that_link_only_at_the_moved_share_leave_it_to_the_per_class_tables(monkeypatch):
+    """Pairs affordable only at the moved share (0.75 of the budget, half per release), not at
+    the configured 0.5: the adaptive share moves to the marginals and the per-class tables take
+    all 0.75, no pair released (round 36's rule, decided at the configured share both where
+    the fit plans its split and where it releases)."""
+    monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 1e-9)  # never rakes: the share moves
+    candidates = measure.pair_candidates
+
+    def affordable_above(sizes, total, ledger, epsilon):
+        if epsilon < 0.3125 * ledger.gaussian_budget():  # between 0.25 and 0.375 of it
+            return []
+        return candidates(sizes, total, ledger, epsilon)
+
+    monkeypatch.setattr(measure, "pair_candidates", affordable_above)
+    privacy = PrivacyConfig(noise_seed=0)
+    model = DPCGAN(epsilon=30.0, device="cpu", privacy=privacy, **SMALL)
+    model.fit(toy_table(), "y", SCHEMA)
+    by_name = {r.name: r for r in model.ledger.releases}
+    assert not {"pair_selection", "pair_marginals"} & set(by_name)
+    moved = (privacy.marginals_fraction + privacy.adaptive_fraction) * 30.0
+    sigma = model.ledger.calibrate(1.0, 1, moved, alone=True)
+    assert by_name["marginals"].noise_multiplier == pytest.approx(sigma, rel=1e-9)
+    assert model.ledger.to_dict()["epsilon_spent"] <= 30.0
+
+
 @pytest.mark.parametrize("pool", [1, 4])
 def test_pairs_chosen_after_training_are_reserved_before_dp_sgd_and_raked_toward(pool, monkeypatch):
     """Reserved (before DP-SGD, which is calibrated to the rest) only where sampling rakes,
