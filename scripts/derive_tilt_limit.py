@@ -8,7 +8,10 @@ validation cell of round 20 of ``results/tuning_adult.csv`` (ε and table size; 
 each, tilted and untilted models), take the noise on one released count as a share of the
 released rows at the split those rounds ran with (``results/noise_shares.csv``, its
 ``validation`` rows, Adult only, column ``share_configured_split``: the rounds ran before the
-adaptive pairs' share could move to the marginals), and
+adaptive pairs' share could move to the marginals; since round 36 of
+``tuning_fidelity.csv`` the 700-row tables release no pairs, so their share there is the
+rule's, below the one round 20 ran with, and still above the limit, which reads only the
+shares either side of it), and
 whether the tilt lowered the mean of the 1-, 2- and 3-way-with-target TVD. The limit is the
 geometric mean of the largest share at which the tilt helped and the smallest share above it
 at which it did not, rounded to two significant digits. No cervical, credit-card or
