@@ -206,9 +206,10 @@ def test_evaluation_json_scores_synthetic_rows_and_the_held_out_floor(trained_ru
         expected = fidelity_scores(train, rows, schema, target, resolution="quantile")
         assert_same_scores(report[key], expected)
         assert report[key]["resolution"] == "quantile"
-    assert report["fidelity_quantile_floor"]["tvd_1way"] < report["fidelity_quantile"]["tvd_1way"]
-    # Fresh real rows are closer to the train split than a 2-epoch DP generator's rows.
+    # Fresh real rows are closer to the train split than a 2-epoch DP generator's rows, pair by
+    # pair (column by column, its herded rows can be closer than 600 rows drawn at random).
     assert report["fidelity_floor"]["tvd_2way"] < report["fidelity"]["tvd_2way"]
+    assert report["fidelity_quantile_floor"]["tvd_2way"] < report["fidelity_quantile"]["tvd_2way"]
     assert 0 < report["fidelity_floor"]["tvd_1way"] < 0.1
 
 

@@ -76,14 +76,8 @@ def test_short_real_run_writes_every_output(trained_run):
     assert 0 < ledger["epsilon_spent"] <= 3.0
     assert math.isclose(recompute_epsilon(ledger), ledger["epsilon_spent"], rel_tol=1e-12)
     names = [m["name"] for m in ledger["mechanisms"]]
-    assert names == [
-        "label_counts",
-        "numeric_densities",
-        "marginals",
-        "pair_selection",
-        "pair_marginals",
-        "dp_sgd_discriminator",
-    ]
+    # (2,400 rows at ε = 3: the affordable pairs do not link every column, so none is released.)
+    assert names == ["label_counts", "numeric_densities", "marginals", "dp_sgd_discriminator"]
     dp_sgd = ledger["mechanisms"][-1]
     assert dp_sgd["kind"] == "gaussian" and dp_sgd["steps"] > 0 and dp_sgd["max_grad_norm"] == 1.0
 
