@@ -139,9 +139,10 @@ CANDIDATES: dict[str, list[str]] = {
     "density25": ["privacy.marginals_fraction=0.4", "privacy.numeric_density_fraction=0.25"],
     # Round 36 (issue 26's ames, 73 feature columns on 1,900 rows, where rdp_cgan trails AIM on
     # 1- and 2-way TVD at ε = 8). At 30867b2, on ames (3 seeds), quantile 1-/2-way TVD and
-    # AUROC: default 0.039/0.115, 0.816; bins20, bins10, density25 and tilted level or worse,
-    # pool4 (raking toward tables of noise std 18 per count) far worse (0.068/0.167). Its
-    # numeric columns lead (0.08-0.12 each), their released per-class tables at that noise.
+    # AUROC: default 0.039/0.115, 0.816; bins10, density25 and tilted level or worse on TVD,
+    # bins20 0.041/0.118 (AUROC 0.854, within the noise: default36 below, the same code and
+    # seeds, 0.839), pool4 (raking toward tables of noise std 18 per count) far worse
+    # (0.068/0.167).
     # Then at 6cf0398: no pairs released at training (PAIR_NOISE_LIMIT 0 leaves no
     # candidate), so the per-class tables take the marginals' whole share (noise std 7):
     # ames ε = 8 0.040/0.118, 0.839 -> 0.031/0.108, 0.855; ε = 1 acs12 0.116/0.232 ->
@@ -149,8 +150,9 @@ CANDIDATES: dict[str, list[str]] = {
     # 0.106/0.222, AUROC up on all three. There the affordable pairs (measure.pair_candidates)
     # do not link every column. Where they do, no pairs is mixed: acs12 ε = 8 (6 seeds)
     # 0.028/0.082 -> 0.025/0.076, creditcard_aer (6) 0.062/0.177 -> 0.058/0.178, credit_data
-    # (3) 0.040/0.120 -> 0.039/0.136, Adult ε = 1 (3) 0.017/0.068 -> 0.011/0.075, gss_wages
-    # ε = 1 (1 seed) 0.009/0.078 -> 0.008/0.116. Adopted as a rule
+    # (3) 0.040/0.120 -> 0.039/0.136, Adult ε = 1 (3) 0.0165/0.068 -> 0.0113/0.075 (AUROC
+    # 0.849 -> 0.858), gss_wages ε = 1 (seed 0 alone) 0.0095/0.075 -> 0.0077/0.116. Adopted as a
+    # rule
     # (rdpgan.measure._marginal_shares): pairs only where the candidates link every column.
     "default36": [],
     "no_pairs": [],
