@@ -166,10 +166,16 @@ CANDIDATES: dict[str, list[str]] = {
     "bins20_37": ["model.numeric_bins=20"],
     "untilted37": ["model.tilt_sampling=false"],
     "herding32_37": ["model.herding_pool=32"],
+    # Round 38 (acs12's 2-way TVD at ε = 8, where round 36 had no pairs ahead and credit_data
+    # behind): only the spanning tree of pairs (EXTRA_PAIRS 0: fewer pairs, each with less
+    # noise), on the small tables at ε = 8, whose candidates link every column.
+    "default38": [],
+    "tree_pairs": [],
 }
 # Module constants a candidate changes (module, name, value), beside its overrides.
 PATCHES: dict[str, list[tuple[Any, str, object]]] = {
     "no_pairs": [(measure, "PAIR_NOISE_LIMIT", 0.0)],
+    "tree_pairs": [(measure, "EXTRA_PAIRS", 0.0)],
 }
 
 
