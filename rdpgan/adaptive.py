@@ -51,7 +51,13 @@ def moves_to_marginals(model: FittedModel) -> bool:
 
     def planned(fraction: float) -> list[Release]:
         return measure.planned_marginal_releases(
-            sizes, rows, ledger, fraction, privacy.selection_fraction, privacy.marginals_fraction
+            sizes,
+            rows,
+            ledger,
+            fraction,
+            privacy.selection_fraction,
+            privacy.marginals_fraction,
+            sampler.TILT_NOISE_LIMIT,
         )
 
     noise = measure.largest_noise(planned(privacy.marginals_fraction))

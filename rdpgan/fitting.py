@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rdpgan import adaptive, checkpoint, distributed, measure
+from rdpgan import adaptive, checkpoint, distributed, measure, sampler
 from rdpgan.checkpoint import Checkpointer
 from rdpgan.config import TrainConfig
 from rdpgan.critic import make_critic
@@ -162,6 +162,7 @@ def _release_marginals(
             model.privacy.selection_fraction,
             noise,
             configured=fraction,
+            noise_limit=sampler.TILT_NOISE_LIMIT,
         )
         model.marginal_noise = measure.marginal_noise(model.ledger)
         if not moved:

@@ -153,13 +153,15 @@ def release_marginals(
     selection_fraction: float,
     rng: np.random.Generator,
     configured: float | None = None,
+    noise_limit: float | None = None,
 ) -> Marginals:
     """The marginals G learns from, target first: every feature's distribution per class
     (``fraction`` / 2 of the budget), then pairs of features chosen privately among the
     candidates (``selection_fraction``; see :func:`select_pairs`) and their joint distributions
     (``fraction`` / 2). Where the candidate pairs at the ``configured`` share (default
-    ``fraction``; see :func:`_marginal_shares`) do not link every column, there are no pairs
-    and the per-class tables take all of ``fraction``.
+    ``fraction``; see :func:`_marginal_shares`) do not link every column, or would leave the
+    per-class tables noisier than ``noise_limit``, there are no pairs and the per-class tables
+    take all of ``fraction``.
     The budget is what the Gaussian releases may spend when this starts (epsilon less any
     pure-DP release before it, such as a private schema)."""
     codes = transformer.codes(features)
@@ -167,7 +169,9 @@ def release_marginals(
     coarse_sizes = table_sizes(transformer.features, PAIR_BINS)
     # Every share is of the same base: what the Gaussian releases may spend before any of these.
     selection_epsilon = selection_fraction * ledger.gaussian_budget()
-    candidates, share = _marginal_shares(coarse_sizes, total, ledger, fraction, configured)
+    candidates, share = _marginal_shares(
+        coarse_sizes, total, ledger, fraction, configured, noise_limit
+    )
     by_class = marginals(codes, labels, sizes, len(label_probs), ledger, share, rng)
     if not candidates:
         return Marginals(by_class, [], [], [])
@@ -193,6 +197,7 @@ def _marginal_shares(
     ledger: PrivacyLedger,
     fraction: float,
     configured: float | None = None,
+    noise_limit: float | None = None,
 ) -> tuple[list[tuple[int, int]], float]:
     """The candidate pairs, and the epsilon each of the marginals' two Gaussian releases costs
     on its own (the per-class tables take all of ``fraction`` with no candidate).
@@ -204,13 +209,24 @@ def _marginal_shares(
     distribution (tuning_fidelity.csv, round 36). Decided at the configured share, so that
     where the adaptive pairs' share moves to the marginals
     (:func:`rdpgan.adaptive.moves_to_marginals`), a table without pairs at the configured
-    split gives it all to the per-class tables, not to pairs the larger share would afford."""
+    split gives it all to the per-class tables, not to pairs the larger share would afford.
+
+    With ``noise_limit``, pairs are released only where the marginals' noise std per count,
+    planned with them at the configured share, is at most ``noise_limit`` × ``total`` (sampling
+    passes the tilt's limit: tables too noisy to tilt toward): there the per-class tables,
+    which then set every column's distribution, fare better with the whole share
+    (tuning_fidelity.csv, rounds 36 and 39)."""
     base = ledger.gaussian_budget()
     at = fraction if configured is None else configured
     assert at <= fraction, "the configured share is at most the share released"
     linking = pair_candidates(coarse_sizes, total, ledger, at / 2 * base)
     if forest_size(len(coarse_sizes), linking) < len(coarse_sizes) - 1:
         return [], fraction * base
+    if noise_limit is not None and ledger.private:
+        sigma = ledger.calibrate(1.0, 1, at / 2 * base, alone=True)
+        tables = max(len(coarse_sizes), pair_rounds(len(coarse_sizes), linking))
+        if sigma * math.sqrt(tables) > noise_limit * total:
+            return [], fraction * base
     candidates = pair_candidates(coarse_sizes, total, ledger, fraction / 2 * base)
     return candidates, (fraction / 2 if candidates else fraction) * base
 
@@ -222,13 +238,16 @@ def planned_marginal_releases(
     fraction: float,
     selection_fraction: float,
     configured: float | None = None,
+    noise_limit: float | None = None,
 ) -> list[Release]:
     """The releases :func:`release_marginals` would record (none without privacy), planned
     before anything is drawn, from public quantities alone (the schema, the budget, the
     released row count): a fit chooses its budget split with them."""
     if not ledger.private:
         return []
-    candidates, share = _marginal_shares(coarse_sizes, total, ledger, fraction, configured)
+    candidates, share = _marginal_shares(
+        coarse_sizes, total, ledger, fraction, configured, noise_limit
+    )
     sigma = ledger.calibrate(1.0, 1, share, alone=True)
     planned = [_gaussian_release(MARGINALS, sigma, len(coarse_sizes))]
     if candidates:

@@ -12,25 +12,29 @@ fresh OS entropy, so the released row count, and with it the share, moves slight
 to run. Also whether each fit gave the adaptive pairs' share to the marginals (where it would
 not rake: ``rdpgan.adaptive.moves_to_marginals``), on the grid's tables and the development
 suite's (``RDPGAN_DATA_DIR`` must hold both), and the share with the split as configured
-(``share_configured_split``: the adaptive share kept, as runs before 348a1a7 had it, which
-``derive_tilt_limit.py`` reads for the tuning rounds made then). Writes
+(``share_configured_split``: the adaptive share kept, as runs before 348a1a7 had it, and the
+pairs kept wherever they link every column, however noisy, as runs before round 39's rule
+of ``tuning_fidelity.csv``; ``derive_tilt_limit.py`` reads it for the tuning rounds made
+then). Writes
 ``results/noise_shares.csv``.
 """
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from unittest import mock
 
 import pandas as pd
 from machine_info import code_commit, machine_line
 from tune_adult import subsample
 
-from rdpgan import adaptive
+from rdpgan import adaptive, sampler
 from rdpgan.cli import compose_run_config
 from rdpgan.config import RunConfig
 from rdpgan.data.loading import Table, load_split
@@ -79,8 +83,8 @@ def main() -> None:
     rows = []
     # What each fit decided about the adaptive pairs' share (rdpgan.adaptive.moves_to_marginals,
     # planned before the marginals are released), recorded as the fit calls it; and the same
-    # fit with the split as configured (as every run before 348a1a7, the tuning rounds that
-    # derive_tilt_limit.py reads among them, had it).
+    # fit with the split as configured and its pairs however noisy (as every run before
+    # 348a1a7, the tuning rounds that derive_tilt_limit.py reads among them, had it).
     moved: list[bool] = []
     decide = adaptive.moves_to_marginals
 
@@ -95,10 +99,9 @@ def main() -> None:
             train_rows, _ = split(train_rows, 0.2, VALIDATION_KEY)
             if n is not None:
                 train_rows = subsample(train_rows, table, n, positives)
-        model, configured = (
-            releases(decision, cfg, epsilon, table, train_rows)
-            for decision in (recorded, lambda model: False)
-        )
+        model = releases(recorded, cfg, epsilon, table, train_rows)
+        with mock.patch.object(sampler, "TILT_NOISE_LIMIT", math.inf):  # pairs however noisy
+            configured = releases(lambda model: False, cfg, epsilon, table, train_rows)
         noise = model.marginal_noise
         model.model_config = replace(model.model_config, sample_pool=None)  # the null rule
         rows.append(

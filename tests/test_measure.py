@@ -287,3 +287,21 @@ def test_whether_pairs_link_every_column_is_decided_at_the_configured_share():
     assert moved[0].noise_multiplier == pytest.approx(
         ledger.calibrate(1.0, 1, 0.75 * budget, alone=True)
     )
+
+
+def test_pairs_are_released_only_where_the_marginals_noise_is_within_the_limit():
+    """Candidates that link every column, and the marginals' noise planned with the pairs at
+    the configured share: a limit just below it drops the pairs (the per-class tables take the
+    whole share), just above it keeps them."""
+    ledger = PrivacyLedger(1.0, 1e-5, "rdp")
+    sizes, budget, rows = [2, 2, 2, 20], ledger.gaussian_budget(), 10_000
+    with_pairs = measure.planned_marginal_releases(sizes, rows, ledger, 0.5, 0.05)
+    assert [r.name for r in with_pairs][-1] == measure.PAIR_MARGINALS
+    share = measure.largest_noise(with_pairs) / rows
+    kept = measure.planned_marginal_releases(sizes, rows, ledger, 0.5, 0.05, None, share * 1.001)
+    assert [r.to_dict() for r in kept] == [r.to_dict() for r in with_pairs]
+    dropped = measure.planned_marginal_releases(sizes, rows, ledger, 0.5, 0.05, None, share * 0.999)
+    assert [r.name for r in dropped] == [measure.MARGINALS]
+    assert dropped[0].noise_multiplier == pytest.approx(
+        ledger.calibrate(1.0, 1, 0.5 * budget, alone=True)
+    )

@@ -416,6 +416,8 @@ def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_pa
     saved model keeps the same choices."""
     model_settings = replace(SMALL["model"], sample_pool=None, tilt_sampling=None)
     settings = {**SMALL, "model": model_settings}
+    # (Pairs released however noisy, so that the noise is the larger of two releases.)
+    monkeypatch.setattr(sampler, "TILT_NOISE_LIMIT", math.inf)
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
     released = [r for r in model.ledger.releases if r.name in ("marginals", "pair_marginals")]
@@ -786,6 +788,26 @@ def test_pairs_that_link_only_at_the_moved_share_leave_it_to_the_per_class_table
     sigma = model.ledger.calibrate(1.0, 1, moved, alone=True)
     assert by_name["marginals"].noise_multiplier == pytest.approx(sigma, rel=1e-9)
     assert model.ledger.to_dict()["epsilon_spent"] <= 30.0
+
+
+@pytest.mark.parametrize("limit, paired", [(1.0, True), (0.0, False)])
+def test_a_fit_releases_pairs_only_where_the_tilts_noise_limit_allows(limit, paired, monkeypatch):
+    """The fit plans its split (rdpgan.adaptive) and releases its marginals with the tilt's
+    noise limit: above every plan's noise the pairs are released, below it none."""
+    monkeypatch.setattr(sampler, "TILT_NOISE_LIMIT", limit)
+    planned = measure.planned_marginal_releases
+    limits = []
+
+    def spy(*args, **kwargs):
+        limits.append(args[6] if len(args) > 6 else kwargs.get("noise_limit"))
+        return planned(*args, **kwargs)
+
+    monkeypatch.setattr(measure, "planned_marginal_releases", spy)
+    model = DPCGAN(epsilon=30.0, device="cpu", privacy=PrivacyConfig(noise_seed=0), **SMALL)
+    model.fit(toy_table(), "y", SCHEMA)
+    names = {r.name for r in model.ledger.releases}
+    assert ("pair_marginals" in names) == paired
+    assert limits and all(value == limit for value in limits)  # the plan used it too
 
 
 @pytest.mark.parametrize("pool", [1, 4])
