@@ -12,7 +12,8 @@ on neighbouring tables through these same functions.
   labels from; its noisy total stands in for the row count wherever one is needed.
 - :func:`release_marginals`: each feature's code distribution within each class (the 2-way
   marginals with the target, which also give every 1-way marginal; :func:`marginals`), and
-  where the affordable pairs link every column, a spanning tree of feature pairs chosen by the
+  where the affordable pairs link every column and the marginals planned with them are within
+  the caller's noise limit (the tilt's), a spanning tree of feature pairs chosen by the
   exponential mechanism (:func:`select_pairs`) and their joint distributions
   (:func:`pair_marginals`), which the generator's marginal loss and the sampler's raking
   (:mod:`rdpgan.postprocess`) match;
@@ -222,7 +223,7 @@ def _marginal_shares(
     linking = pair_candidates(coarse_sizes, total, ledger, at / 2 * base)
     if forest_size(len(coarse_sizes), linking) < len(coarse_sizes) - 1:
         return [], fraction * base
-    if noise_limit is not None and ledger.private:
+    if noise_limit is not None and ledger.private and linking:
         sigma = ledger.calibrate(1.0, 1, at / 2 * base, alone=True)
         tables = max(len(coarse_sizes), pair_rounds(len(coarse_sizes), linking))
         if sigma * math.sqrt(tables) > noise_limit * total:

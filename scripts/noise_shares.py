@@ -14,8 +14,9 @@ not rake: ``rdpgan.adaptive.moves_to_marginals``), on the grid's tables and the 
 suite's (``RDPGAN_DATA_DIR`` must hold both), and the share with the split as configured
 (``share_configured_split``: the adaptive share kept, as runs before 348a1a7 had it, and the
 pairs kept wherever they link every column, however noisy, as runs before round 39's rule
-of ``tuning_fidelity.csv``; ``derive_tilt_limit.py`` reads it for the tuning rounds made
-then). Writes
+of ``tuning_fidelity.csv`` had them; round 36's linking rule, which round 20 did not have,
+still applies, which moves only Adult's 700-row cell; ``derive_tilt_limit.py`` reads it for
+the tuning rounds made then). Writes
 ``results/noise_shares.csv``.
 """
 

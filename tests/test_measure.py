@@ -11,6 +11,7 @@ import pytest
 from rdpgan import measure
 from rdpgan.data.discretize import table_sizes
 from rdpgan.data.schema import Schema
+from rdpgan.errors import UserInputError
 from rdpgan.marginals import Marginals
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.mechanisms.gaussian import snap_grid
@@ -305,3 +306,32 @@ def test_pairs_are_released_only_where_the_marginals_noise_is_within_the_limit()
     assert dropped[0].noise_multiplier == pytest.approx(
         ledger.calibrate(1.0, 1, 0.5 * budget, alone=True)
     )
+
+
+def test_the_noise_limit_is_read_at_the_configured_share():
+    """A limit between the noise planned with the pairs at the configured 0.5 and at the moved
+    0.75: the pairs are dropped (decided at the configured share), though the larger share
+    alone would keep them."""
+    ledger = PrivacyLedger(1.0, 1e-5, "rdp")
+    sizes, rows = [2, 2, 2, 20], 10_000
+
+    def noise(fraction: float) -> float:
+        planned = measure.planned_marginal_releases(sizes, rows, ledger, fraction, 0.05)
+        return measure.largest_noise(planned)
+
+    limit = (noise(0.5) + noise(0.75)) / 2 / rows
+    assert noise(0.75) < limit * rows < noise(0.5)
+    kept = measure.planned_marginal_releases(sizes, rows, ledger, 0.75, 0.05, None, limit)
+    assert [r.name for r in kept][-1] == measure.PAIR_MARGINALS
+    moved = measure.planned_marginal_releases(sizes, rows, ledger, 0.75, 0.05, 0.5, limit)
+    assert [r.name for r in moved] == [measure.MARGINALS]
+
+
+def test_a_single_column_needs_no_calibration_for_pairs():
+    """One feature column has no pair: the noise limit is not checked (the moments accountant
+    cannot certify the pairs' half at epsilon 1), and the per-class tables take the share."""
+    ledger = PrivacyLedger(1.0, 1e-5, "moments")
+    with pytest.raises(UserInputError):
+        ledger.calibrate(1.0, 1, 0.25 * ledger.gaussian_budget(), alone=True)
+    planned = measure.planned_marginal_releases([5], 2_000, ledger, 0.5, 0.05, 0.5, 4.3e-3)
+    assert [r.name for r in planned] == [measure.MARGINALS]

@@ -793,8 +793,11 @@ def test_pairs_that_link_only_at_the_moved_share_leave_it_to_the_per_class_table
 @pytest.mark.parametrize("limit, paired", [(1.0, True), (0.0, False)])
 def test_a_fit_releases_pairs_only_where_the_tilts_noise_limit_allows(limit, paired, monkeypatch):
     """The fit plans its split (rdpgan.adaptive) and releases its marginals with the tilt's
-    noise limit: above every plan's noise the pairs are released, below it none."""
+    noise limit: above every plan's noise the pairs are released, below it none, and the
+    adaptive share moved to the marginals (sampling would not rake) goes to the per-class
+    tables alone."""
     monkeypatch.setattr(sampler, "TILT_NOISE_LIMIT", limit)
+    monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 1e-9)  # never rakes: the share moves
     planned = measure.planned_marginal_releases
     limits = []
 
@@ -805,9 +808,12 @@ def test_a_fit_releases_pairs_only_where_the_tilts_noise_limit_allows(limit, pai
     monkeypatch.setattr(measure, "planned_marginal_releases", spy)
     model = DPCGAN(epsilon=30.0, device="cpu", privacy=PrivacyConfig(noise_seed=0), **SMALL)
     model.fit(toy_table(), "y", SCHEMA)
-    names = {r.name for r in model.ledger.releases}
-    assert ("pair_marginals" in names) == paired
+    by_name = {r.name: r for r in model.ledger.releases}
+    assert ("pair_marginals" in by_name) == paired
     assert limits and all(value == limit for value in limits)  # the plan used it too
+    moved = (model.privacy.marginals_fraction + model.privacy.adaptive_fraction) * 30.0
+    sigma = model.ledger.calibrate(1.0, 1, moved / (2 if paired else 1), alone=True)
+    assert by_name["marginals"].noise_multiplier == pytest.approx(sigma, rel=1e-9)
 
 
 @pytest.mark.parametrize("pool", [1, 4])
