@@ -10,10 +10,11 @@ released rows at the split those rounds ran with (``results/noise_shares.csv``, 
 ``validation`` rows, Adult only, column ``share_configured_split``: the rounds ran before the
 adaptive pairs' share could move to the marginals; since round 36 of
 ``tuning_fidelity.csv`` the 700-row tables release no pairs, so their share there is the
-rule's, 0.0062 where round 20 ran at 0.0112, still a share where the tilt did not help; the
-limit reads only the shares either side of it, which the rule leaves alone up to the third
-digit that the noisy released row counts move from run to run. With the adaptive share moved,
-as a fit now releases them, those tables' share is 0.0043, at the limit: whether the tilt
+rule's, about 0.006 where round 20 ran at 0.0112, still a share where the tilt did not
+help; the limit reads only the shares either side of it, which the rule leaves alone up to
+the third digit that the noisy released row counts move from run to run. With the adaptive
+share moved, as a fit now releases them, those tables' share is about 0.0043, at the limit,
+so whether they tilt turns with the noise of their released row count; whether the tilt
 helps at that noise was not measured), and
 whether the tilt lowered the mean of the 1-, 2- and 3-way-with-target TVD. The limit is the
 geometric mean of the largest share at which the tilt helped and the smallest share above it
