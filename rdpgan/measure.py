@@ -160,9 +160,9 @@ def release_marginals(
     (``fraction`` / 2 of the budget), then pairs of features chosen privately among the
     candidates (``selection_fraction``; see :func:`select_pairs`) and their joint distributions
     (``fraction`` / 2). Where the candidate pairs at the ``configured`` share (default
-    ``fraction``; see :func:`_marginal_shares`) do not link every column, or would leave the
-    per-class tables noisier than ``noise_limit``, there are no pairs and the per-class tables
-    take all of ``fraction``.
+    ``fraction``; see :func:`_marginal_shares`) do not link every column, or where the
+    marginals planned with them would be noisier than ``noise_limit`` × ``total``, there are no
+    pairs and the per-class tables take all of ``fraction``.
     The budget is what the Gaussian releases may spend when this starts (epsilon less any
     pure-DP release before it, such as a private schema)."""
     codes = transformer.codes(features)
@@ -228,7 +228,11 @@ def _marginal_shares(
         tables = max(len(coarse_sizes), pair_rounds(len(coarse_sizes), linking))
         if sigma * math.sqrt(tables) > noise_limit * total:
             return [], fraction * base
-    candidates = pair_candidates(coarse_sizes, total, ledger, fraction / 2 * base)
+    candidates = (
+        linking
+        if at == fraction
+        else pair_candidates(coarse_sizes, total, ledger, fraction / 2 * base)
+    )
     return candidates, (fraction / 2 if candidates else fraction) * base
 
 
