@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
+from benchmark import read_rows
 
 from rdpgan.io import atomic_write
 
@@ -113,7 +114,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=Path("results/fidelity_resolution"))
     args = parser.parse_args()
     tables = {
-        path.stem.removeprefix("bench_"): pd.read_csv(path, dtype={"commit": str})
+        path.stem.removeprefix("bench_"): read_rows(path)
         for path in sorted(args.results.glob("bench_*.csv"))
         if not path.stem.startswith("bench_real_")
     }

@@ -527,13 +527,18 @@ def subsample(rows: pd.DataFrame, table, n: int, positives: int | None) -> pd.Da
     return pd.concat(parts).sample(frac=1.0, random_state=0).reset_index(drop=True)
 
 
+def size_matches(done: pd.DataFrame, column: str, wanted: int | None) -> pd.Series:
+    """Which rows of ``done`` ran with ``wanted`` in ``column`` (``rows``, ``positives``):
+    None, or a column the oldest rows lack, is the whole table."""
+    recorded = done[column] if column in done else pd.Series(float("nan"), index=done.index)
+    return recorded.isna() if wanted is None else recorded == wanted
+
+
 def is_done(done: pd.DataFrame, name: str, seed: int, args: argparse.Namespace) -> bool:
     """Whether ``done`` has this candidate's row for this seed, ε and table size."""
     match = (done["name"] == name) & (done["seed"] == seed) & (done["epsilon"] == args.epsilon)
     for column in ("rows", "positives"):
-        wanted = getattr(args, column)
-        recorded = done[column] if column in done else pd.Series(float("nan"), index=done.index)
-        match &= recorded.isna() if wanted is None else (recorded == wanted)
+        match &= size_matches(done, column, getattr(args, column))
     return bool(match.any())
 
 

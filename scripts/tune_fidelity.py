@@ -28,7 +28,7 @@ from unittest import mock
 
 import pandas as pd
 from machine_info import code_commit, machine_line
-from tune_adult import subsample
+from tune_adult import size_matches, subsample
 
 from rdpgan import measure
 from rdpgan.cli import compose_run_config
@@ -271,13 +271,12 @@ def appended(out: Path, rows: list[dict[str, object]]) -> pd.DataFrame:
 def is_done(
     done: pd.DataFrame, name: str, table: str, seed: int, epsilon: float, rows: int | None
 ) -> bool:
-    recorded = done["rows"] if "rows" in done else pd.Series(float("nan"), index=done.index)
     hit = (
         (done["name"] == name)
         & (done["table"] == table)
         & (done["seed"] == seed)
         & (done["epsilon"] == epsilon)
-        & (recorded.isna() if rows is None else recorded == rows)
+        & size_matches(done, "rows", rows)
     )
     return bool(hit.any())
 
