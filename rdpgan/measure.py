@@ -225,8 +225,7 @@ def _marginal_shares(
         return [], fraction * base
     if noise_limit is not None and ledger.private and linking:
         sigma = ledger.calibrate(1.0, 1, at / 2 * base, alone=True)
-        tables = max(len(coarse_sizes), pair_rounds(len(coarse_sizes), linking))
-        if sigma * math.sqrt(tables) > noise_limit * total:
+        if largest_noise(_table_releases(len(coarse_sizes), linking, sigma)) > noise_limit * total:
             return [], fraction * base
     candidates = (
         linking
@@ -254,13 +253,24 @@ def planned_marginal_releases(
         coarse_sizes, total, ledger, fraction, configured, noise_limit
     )
     sigma = ledger.calibrate(1.0, 1, share, alone=True)
-    planned = [_gaussian_release(MARGINALS, sigma, len(coarse_sizes))]
+    planned = _table_releases(len(coarse_sizes), candidates, sigma)
     if candidates:
         rounds = pair_rounds(len(coarse_sizes), candidates)
         selection = selection_fraction * ledger.gaussian_budget()
-        planned.append(_selection_release("pair_selection", selection, rounds))
-        planned.append(_gaussian_release(PAIR_MARGINALS, sigma, rounds))
+        planned.insert(1, _selection_release("pair_selection", selection, rounds))
     return planned
+
+
+def _table_releases(
+    n_columns: int, candidates: Sequence[tuple[int, int]], sigma: float
+) -> list[Release]:
+    """The records of the per-class tables' release and, with candidates, the pairs' (both at
+    noise multiplier ``sigma``), as :func:`release_marginals` makes them."""
+    releases = [_gaussian_release(MARGINALS, sigma, n_columns)]
+    if candidates:
+        rounds = pair_rounds(n_columns, candidates)
+        releases.append(_gaussian_release(PAIR_MARGINALS, sigma, rounds))
+    return releases
 
 
 def coarsen(codes: np.ndarray, maps: Sequence[np.ndarray]) -> np.ndarray:
