@@ -113,10 +113,13 @@ def read_rows(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"commit": str}) if path.is_file() else pd.DataFrame()
 
 
-def append_row(path: Path, row: dict) -> None:
+def append_rows(path: Path, rows: list[dict]) -> pd.DataFrame:
+    """``path``'s rows with ``rows`` added, written back atomically under its lock (jobs that
+    append to one CSV at once lose no row); returns them all."""
     with locked(path):
-        rows = pd.concat([read_rows(path), pd.DataFrame([row])], ignore_index=True)
-        atomic_write(path, lambda tmp: rows.to_csv(tmp, index=False))
+        done = pd.concat([read_rows(path), pd.DataFrame(rows)], ignore_index=True)
+        atomic_write(path, lambda tmp: done.to_csv(tmp, index=False))
+    return done
 
 
 # A key older rows do not have, read as what they ran: the default training schedule.
@@ -174,17 +177,15 @@ def compute_real_reference(cfg: BenchmarkConfig, repeat: int, path: Path, keys: 
     run_cfg = compose_run_config([f"dataset={cfg.table}", f"dataset.split_seed={repeat}"])
     table, train, test = load_split(run_cfg.dataset, run_cfg.data.root)
     scores = score_table(train, test, table.schema, table.target, table.positive_label, 0)
-    append_row(
-        path,
-        {
-            **keys,
-            "mean": scores.mean,
-            "seconds": scores.seconds,
-            **{f"auroc_{k}": v for k, v in scores.auroc.items()},
-            # The floor: held-out real rows against the train split, as synthetic rows are.
-            **fidelity_columns(train, test, table.schema, table.target),
-        },
-    )
+    row = {
+        **keys,
+        "mean": scores.mean,
+        "seconds": scores.seconds,
+        **{f"auroc_{k}": v for k, v in scores.auroc.items()},
+        # The floor: held-out real rows against the train split, as synthetic rows are.
+        **fidelity_columns(train, test, table.schema, table.target),
+    }
+    append_rows(path, [row])
 
 
 def fidelity_columns(
@@ -267,7 +268,7 @@ def train_and_score(
     synthetic = table.schema.read_csv(run_dir / "synthetic.csv")
     epsilon_spent = model.ledger.to_dict()["epsilon_spent"]
     row = scored_row(cfg, table, train, test, synthetic, real, epsilon_spent, train_seconds)
-    append_row(csv, {**keys, **row})
+    append_rows(csv, [{**keys, **row}])
     print(f"done: {keys} mean AUROC {row['mean']:.4f} (real {real['mean']:.4f})", flush=True)
 
 
@@ -344,7 +345,7 @@ def run_peer_repeat(cfg: BenchmarkConfig, repeat: int, out: Path, results: Path)
     # epsilon_spent: by the mechanism's own zCDP accounting (ρ from (ε, δ)), not a ledger.
     row = scored_row(cfg, table, train, test, synthetic, real, epsilon, train_seconds)
     rounds = {"rounds": cfg.aim_rounds if cfg.method == "aim" else None}
-    append_row(csv, {**keys, **row, **rounds, "rounds_run": peer.rounds_run})
+    append_rows(csv, [{**keys, **row, **rounds, "rounds_run": peer.rounds_run}])
     print(f"done: {keys} mean AUROC {row['mean']:.4f} (real {real['mean']:.4f})", flush=True)
 
 

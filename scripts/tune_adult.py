@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
+from benchmark import append_rows
 from machine_info import code_commit, machine_line
 
 from rdpgan.cli import compose_run_config
@@ -641,9 +642,7 @@ def main() -> None:
                 "machine": MACHINE,
             }
             print(row, flush=True)
-            current = pd.read_csv(OUT) if OUT.is_file() else pd.DataFrame()  # others may write
-            done = pd.concat([current, pd.DataFrame([row])], ignore_index=True)
-            done.to_csv(OUT, index=False)
+            done = append_rows(OUT, [row])  # others may write
 
 
 if __name__ == "__main__":

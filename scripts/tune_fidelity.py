@@ -29,6 +29,7 @@ from unittest import mock
 
 import numpy as np
 import pandas as pd
+from benchmark import append_rows
 from machine_info import code_commit, machine_line
 from tune_adult import size_matches, subsample
 
@@ -330,14 +331,6 @@ def provenance(commit: str, command: str, machine: str) -> dict[str, str]:
     return {"commit": commit, "command": command, "date": date, "machine": machine}
 
 
-def appended(out: Path, rows: list[dict[str, object]]) -> pd.DataFrame:
-    """``out``'s rows (none if it does not exist yet) and ``rows``, written back to ``out``."""
-    current = pd.read_csv(out) if out.is_file() else pd.DataFrame()
-    done = pd.concat([current, pd.DataFrame(rows)], ignore_index=True)
-    done.to_csv(out, index=False)
-    return done
-
-
 def is_done(
     done: pd.DataFrame, name: str, table: str, seed: int, epsilon: float, rows: int | None
 ) -> bool:
@@ -409,7 +402,7 @@ def main() -> None:
                 }
             )
             print(row, flush=True)
-            done = appended(OUT, [row])
+            done = append_rows(OUT, [row])
 
 
 if __name__ == "__main__":

@@ -31,12 +31,12 @@ from typing import Any
 from unittest import mock
 
 import pandas as pd
+from benchmark import append_rows
 from machine_info import code_commit, machine_line
 from tune_adult import subsample
 from tune_fidelity import (
     SCORES,
     TABLES,
-    appended,
     fitted,
     provenance,
     scores_of,
@@ -161,7 +161,7 @@ def main() -> None:
             )
             print(row, flush=True)
             new_rows.append(row)
-        done = appended(OUT, new_rows)
+        done = append_rows(OUT, new_rows)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-from benchmark import read_rows  # noqa: E402
+from benchmark import append_rows, read_rows  # noqa: E402
 from report_benchmark import fidelity_table, grid_bar  # noqa: E402
 
 TINY_SETTINGS = [
@@ -308,3 +309,24 @@ def test_a_commit_of_digits_alone_reads_back_as_text(tmp_path):
     path = tmp_path / "bench.csv"
     pd.DataFrame({"commit": ["1081613", "0123456", "fb1dab3"], "x": [1, 2, 3]}).to_csv(path)
     assert read_rows(path)["commit"].tolist() == ["1081613", "0123456", "fb1dab3"]
+
+
+def _append_many(path: Path, writer: int) -> None:
+    for i in range(25):
+        append_rows(path, [{"writer": writer, "i": i, "commit": "0123456"}])
+
+
+def test_results_rows_appended_at_once_by_several_jobs_are_all_kept(tmp_path):
+    """The tuning scripts and the benchmark's launcher workers append to one CSV at once: a
+    read-modify-write without the lock loses rows."""
+    path = tmp_path / "rows.csv"
+    jobs = [multiprocessing.Process(target=_append_many, args=(path, k)) for k in range(3)]
+    for job in jobs:
+        job.start()
+    for job in jobs:
+        job.join()
+    rows = read_rows(path)
+    assert sorted(zip(rows["writer"], rows["i"], strict=True)) == [
+        (k, i) for k in range(3) for i in range(25)
+    ]
+    assert set(rows["commit"]) == {"0123456"}  # a hash of digits stays text
