@@ -225,7 +225,8 @@ def _marginal_shares(
         return [], fraction * base
     if noise_limit is not None and ledger.private and linking:
         sigma = ledger.calibrate(1.0, 1, at / 2 * base, alone=True)
-        if largest_noise(_table_releases(len(coarse_sizes), linking, sigma)) > noise_limit * total:
+        rounds = pair_rounds(len(coarse_sizes), linking)
+        if largest_noise(_table_releases(len(coarse_sizes), rounds, sigma)) > noise_limit * total:
             return [], fraction * base
     candidates = (
         linking
@@ -253,22 +254,18 @@ def planned_marginal_releases(
         coarse_sizes, total, ledger, fraction, configured, noise_limit
     )
     sigma = ledger.calibrate(1.0, 1, share, alone=True)
-    planned = _table_releases(len(coarse_sizes), candidates, sigma)
-    if candidates:
-        rounds = pair_rounds(len(coarse_sizes), candidates)
-        selection = selection_fraction * ledger.gaussian_budget()
-        planned.insert(1, _selection_release("pair_selection", selection, rounds))
-    return planned
+    rounds = pair_rounds(len(coarse_sizes), candidates) if candidates else 0
+    per_class, *pairs = _table_releases(len(coarse_sizes), rounds, sigma)
+    selection_epsilon = selection_fraction * ledger.gaussian_budget()
+    selection = [_selection_release("pair_selection", selection_epsilon, rounds)] if rounds else []
+    return [per_class, *selection, *pairs]
 
 
-def _table_releases(
-    n_columns: int, candidates: Sequence[tuple[int, int]], sigma: float
-) -> list[Release]:
-    """The records of the per-class tables' release and, with candidates, the pairs' (both at
-    noise multiplier ``sigma``), as :func:`release_marginals` makes them."""
+def _table_releases(n_columns: int, rounds: int, sigma: float) -> list[Release]:
+    """The records of the per-class tables' release and, with ``rounds`` pairs, the pairs'
+    (both at noise multiplier ``sigma``), as :func:`release_marginals` makes them."""
     releases = [_gaussian_release(MARGINALS, sigma, n_columns)]
-    if candidates:
-        rounds = pair_rounds(n_columns, candidates)
+    if rounds:
         releases.append(_gaussian_release(PAIR_MARGINALS, sigma, rounds))
     return releases
 

@@ -320,11 +320,13 @@ def test_results_rows_appended_at_once_by_several_jobs_are_all_kept(tmp_path):
     """The tuning scripts and the benchmark's launcher workers append to one CSV at once: a
     read-modify-write without the lock loses rows."""
     path = tmp_path / "rows.csv"
-    jobs = [multiprocessing.Process(target=_append_many, args=(path, k)) for k in range(3)]
+    context = multiprocessing.get_context("spawn")  # (no fork of a process with threads)
+    jobs = [context.Process(target=_append_many, args=(path, k)) for k in range(3)]
     for job in jobs:
         job.start()
     for job in jobs:
-        job.join()
+        job.join(timeout=120)
+        assert job.exitcode == 0  # a crashed writer would only show as missing rows
     rows = read_rows(path)
     assert sorted(zip(rows["writer"], rows["i"], strict=True)) == [
         (k, i) for k in range(3) for i in range(25)
