@@ -102,7 +102,7 @@ def main() -> None:
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = "\n".join(
         [
-            f"# Where {args.table}'s 1-way TVD comes from, at ε = {args.epsilon:g}",
+            f"# Where the 1-way TVD of {args.table} comes from, at ε = {args.epsilon:g}",
             "",
             f"Made by `{command}` at commit {commit} on {date}, seeds "
             f"{', '.join(map(str, args.seeds))} (the DP noise is fresh OS entropy).",
