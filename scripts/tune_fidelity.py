@@ -229,8 +229,8 @@ CANDIDATES: dict[str, list[str]] = {
     # (every_pair_share below) against the defaults. 6 seeds, quantile 1-/2-/3-way TVD and
     # AUROC (standard errors 0.002/0.002/0.003, 0.002-0.005): defaults 0.043/0.142/0.185,
     # 0.838; every pair 0.047/0.145/0.194, 0.808. The rules stay: on this proxy they are
-    # better on every score, so the cervical rise is not theirs alone or not general (the
-    # other changes since fb1dab3 are in sampling); cervical itself is not tuned on.
+    # better on every score. Whether they cause cervical's rise is not known here (the other
+    # changes since fb1dab3 are in sampling); cervical itself is not tuned on.
     "default42": [],
     "every_pair42": [],
 }
