@@ -217,7 +217,7 @@ CANDIDATES: dict[str, list[str]] = {
     # 0.119, 0.840; 0.5 0.0294/0.106/0.123, 0.846 (the public-bin 1-way falls, 0.022 ->
     # 0.021, the quantile one does not: there the numeric columns lead, each of whose 40 bins
     # holds ~1/40 of its rows outside point masses, at most ~48, against a noise std of 7.0
-    # per released count and class, 9.9 on their sum); acs12 0.027/0.080 -> 0.028/0.082, Adult
+    # per released count and class, 9.8 on their sum); acs12 0.027/0.080 -> 0.028/0.081, Adult
     # 0.0110/0.042/0.056 -> 0.0110/0.043/0.058: level or worse, not adopted.
     "default41": [],
     "pooled30": [],
@@ -227,10 +227,11 @@ CANDIDATES: dict[str, list[str]] = {
     # rules of rounds 36 and 39 drop its pairs at every ε. Cervical is not tuned on: here
     # Adult cut to its size (--rows 700), the pairs released as before the rules
     # (every_pair_share below) against the defaults. 6 seeds, quantile 1-/2-/3-way TVD and
-    # AUROC (standard errors 0.002/0.002/0.003, 0.002-0.005): defaults 0.043/0.142/0.185,
-    # 0.838; every pair 0.047/0.145/0.194, 0.808. The rules stay: on this proxy they are
-    # better on every score. Whether they cause cervical's rise is not known here (the other
-    # changes since fb1dab3 are in sampling); cervical itself is not tuned on.
+    # AUROC: defaults 0.043/0.141/0.185, 0.838; every pair 0.047/0.145/0.194, 0.807 (AUROC
+    # lower on all 6 seeds; 1-/2-way 1-2 paired standard errors apart; public-bin 1-/2-way
+    # level). The rules stay. This round records no association score, which rose on cervical
+    # (to its ε = 1 level); whether the rules cause cervical's rise is not known here, and
+    # cervical itself is not tuned on.
     "default42": [],
     "every_pair42": [],
 }
