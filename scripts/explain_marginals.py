@@ -62,7 +62,7 @@ def column_scores(table: str, epsilon: float, seed: int) -> tuple[dict[str, tupl
     return scores, float(sampler.marginal_noise)
 
 
-def report(table: str, epsilon: float, runs: list[tuple[dict[str, tuple], float]]) -> str:
+def report(runs: list[tuple[dict[str, tuple], float]]) -> str:
     """The Markdown of ``runs`` (one per seed): per kind of column, then per column."""
     names = list(runs[0][0])
     mean = {n: np.mean([[r[0][n][2], r[0][n][3]] for r in runs], axis=0) for n in names}
@@ -113,7 +113,7 @@ def main() -> None:
             "(each class's released distribution weighted by the released label shares) and "
             "of G's sampled rows (as many), mean over the seeds. See the script's docstring.",
             "",
-            report(args.table, args.epsilon, runs),
+            report(runs),
             "",
         ]
     )
