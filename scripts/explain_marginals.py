@@ -1,6 +1,7 @@
-"""Where a table's 1-way TVD comes from (issue 26: ames): G's rows, or the marginals they follow.
+"""Where a table's 1-way TVD comes from (issue 26: ames): G's rows, the marginals they follow, or
+the positions within G's bins; and AIM's, column by column, on the same rows.
 
-    python scripts/explain_marginals.py [--table ames] [--epsilon 8] [--seeds 0 1]
+    python scripts/explain_marginals.py [--table ames] [--epsilon 8] [--seeds 0 1] [--aim-rounds 80]
 
 A default run is fitted on the validation split of the table's *train* split (as
 ``tune_fidelity.py`` fits; its test split is never read), and each feature column is scored
@@ -13,8 +14,20 @@ against the rows it was fitted on, of:
 
 Where the two are alike, G follows the release and what is left is the release's noise (the
 ledger's std per count and class, beside); where G's rows are further, training or sampling
-lose what was released. Written to ``results/marginals_<table>.md``, with how it was made.
-Diagnostic only: nothing here chooses any setting.
+lose what was released.
+
+Then at the data's resolution (the fidelity metric's 20 quantile bins of the rows fitted on),
+1-way TVD against those rows of:
+
+- the positions' floor: the fitted rows' own codes, decoded with within-bin positions drawn as
+  sampling draws them (what the positions alone lose, with every code right);
+- G's sampled rows;
+- AIM's rows (``scripts/marginal_peers.py``, capped at ``--aim-rounds`` rounds as the benchmark
+  caps it; 0 skips it), fitted on the same rows at the same ε, its reference noise seeded by
+  the seed.
+
+Written to ``results/marginals_<table>.md``, with how it was made. Diagnostic only: nothing here
+chooses any setting.
 """
 
 from __future__ import annotations
@@ -25,11 +38,13 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import marginal_peers  # scripts/, beside this file
 import numpy as np
 from machine_info import code_commit, machine_line
 from tune_fidelity import TABLES, fitted, validation_run
 
 from rdpgan.data.schema import Categorical
+from rdpgan.fidelity import per_column_tvd
 from rdpgan.io import atomic_write
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,9 +54,12 @@ def tvd(a: np.ndarray, b: np.ndarray) -> float:
     return 0.5 * float(np.abs(a / a.sum() - b / b.sum()).sum())
 
 
-def column_scores(table: str, epsilon: float, seed: int) -> tuple[dict[str, tuple], float]:
-    """Per feature column (kind, codes, TVD of the released marginals, TVD of G's rows), and
-    the ledger's noise std per released count of the marginals."""
+def column_scores(
+    table: str, epsilon: float, seed: int, aim_rounds: int
+) -> tuple[dict[str, tuple], float]:
+    """Per feature column (kind, codes, then 1-way TVDs: at G's codes, of the released marginals
+    and of G's rows; at the quantile bins, of the positions' floor, of G's rows and of AIM's,
+    NaN without AIM), and the ledger's noise std per released count of the marginals."""
     cfg, schema_table, fit_rows, _validation_never_scored = validation_run(table, epsilon, seed, [])
     model = fitted(cfg, fit_rows, schema_table, seed)
     sampler = model.sampler
@@ -50,6 +68,19 @@ def column_scores(table: str, epsilon: float, seed: int) -> tuple[dict[str, tupl
     synthetic = model.sample(len(fit_rows))
     real = transformer.codes(transformer.encode(fit_rows))
     generated = transformer.codes(transformer.encode(synthetic))
+    # The fitted rows' own codes, each wide column's position drawn as Sampler.parts draws it.
+    rng = np.random.default_rng(seed)
+    positions = rng.uniform(-1.0, 1.0, (len(fit_rows), len(transformer.wide_columns)))
+    floor = transformer.decode_parts(positions, real, transformer.encode_labels(fit_rows))
+    schema = schema_table.schema
+    at_quantiles = [
+        per_column_tvd(fit_rows, rows, schema, resolution="quantile") for rows in (floor, synthetic)
+    ]
+    if aim_rounds > 0:
+        aim_rows, _ = marginal_peers.synthesize(
+            "aim", schema, fit_rows, epsilon, cfg.delta, rng, rounds=aim_rounds
+        )
+        at_quantiles.append(per_column_tvd(fit_rows, aim_rows, schema, resolution="quantile"))
     label_probs = np.asarray(sampler.label_probs)
     scores = {}
     for i, column in enumerate(transformer.features.columns):
@@ -58,35 +89,49 @@ def column_scores(table: str, epsilon: float, seed: int) -> tuple[dict[str, tupl
         counts = np.bincount(real[:, i], minlength=size).astype(float)
         ours = np.bincount(generated[:, i], minlength=size).astype(float)
         kind = "categorical" if isinstance(column, Categorical) else "numeric"
-        scores[column.name] = (kind, size, tvd(counts, released), tvd(counts, ours))
+        quantile = [tvds[column.name] for tvds in at_quantiles] + [np.nan] * (3 - len(at_quantiles))
+        scores[column.name] = (kind, size, tvd(counts, released), tvd(counts, ours), *quantile)
     return scores, float(sampler.marginal_noise)
+
+
+HEADINGS = (
+    "released marginals (G's codes)",
+    "G's rows (G's codes)",
+    "positions' floor (quantile bins)",
+    "G's rows (quantile bins)",
+    "AIM's rows (quantile bins)",
+)
 
 
 def report(runs: list[tuple[dict[str, tuple], float]]) -> str:
     """The Markdown of ``runs`` (one per seed): per kind of column, then per column."""
     names = list(runs[0][0])
-    mean = {n: np.mean([[r[0][n][2], r[0][n][3]] for r in runs], axis=0) for n in names}
+    mean = {n: np.mean([r[0][n][2:] for r in runs], axis=0) for n in names}
+
+    def cells(values: np.ndarray) -> str:
+        return " | ".join("—" if np.isnan(v) else f"{v:.4f}" for v in values)
+
     lines = [
         f"Ledger's noise std per released count and class of the marginals: "
         f"{', '.join(f'{noise:.2f}' for _, noise in runs)} (one per seed).",
         "",
-        "| columns | count | released marginals' 1-way TVD | G's rows' 1-way TVD |",
-        "| --- | ---: | ---: | ---: |",
+        f"| columns | count | {' | '.join(HEADINGS)} |",
+        "| --- | ---: |" + " ---: |" * len(HEADINGS),
     ]
     for kind in ("categorical", "numeric", None):
         chosen = [n for n in names if kind is None or runs[0][0][n][0] == kind]
         if chosen:
-            released, ours = np.mean([mean[n] for n in chosen], axis=0)
             label = kind or "all"
-            lines.append(f"| {label} | {len(chosen)} | {released:.4f} | {ours:.4f} |")
+            values = np.mean([mean[n] for n in chosen], axis=0)
+            lines.append(f"| {label} | {len(chosen)} | {cells(values)} |")
     lines += [
         "",
-        "| column | kind | codes | released marginals | G's rows |",
-        "| --- | --- | ---: | ---: | ---: |",
+        f"| column | kind | codes | {' | '.join(HEADINGS)} |",
+        "| --- | --- | ---: |" + " ---: |" * len(HEADINGS),
     ]
-    for n in sorted(names, key=lambda n: -mean[n][1]):
+    for n in sorted(names, key=lambda n: -mean[n][3]):
         kind, size = runs[0][0][n][:2]
-        lines.append(f"| {n} | {kind} | {size} | {mean[n][0]:.4f} | {mean[n][1]:.4f} |")
+        lines.append(f"| {n} | {kind} | {size} | {cells(mean[n])} |")
     return "\n".join(lines)
 
 
@@ -95,10 +140,11 @@ def main() -> None:
     parser.add_argument("--table", choices=TABLES, default="ames")
     parser.add_argument("--epsilon", type=float, default=8.0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--aim-rounds", type=int, default=80, help="AIM's round cap (0: no AIM)")
     args = parser.parse_args()
     commit, machine = code_commit(), machine_line()
     command = shlex.join(["python", "scripts/explain_marginals.py", *sys.argv[1:]])
-    runs = [column_scores(args.table, args.epsilon, seed) for seed in args.seeds]
+    runs = [column_scores(args.table, args.epsilon, seed, args.aim_rounds) for seed in args.seeds]
     date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = "\n".join(
         [
@@ -111,7 +157,11 @@ def main() -> None:
             "A default run fitted on the validation split of the table's train split; 1-way TVD "
             "against the rows it was fitted on, at G's own codes, of the released marginals "
             "(each class's released distribution weighted by the released label shares) and "
-            "of G's sampled rows (as many), mean over the seeds. See the script's docstring.",
+            "of G's sampled rows (as many); then at the fidelity metric's 20 quantile bins of "
+            "those rows, of the positions' floor (their own codes, positions drawn as sampling "
+            "draws them), of G's rows and of AIM's rows fitted on the same rows "
+            f"({args.aim_rounds} rounds at most; — where not run); mean over the seeds. "
+            "See the script's docstring.",
             "",
             report(runs),
             "",
