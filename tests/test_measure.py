@@ -15,7 +15,7 @@ from rdpgan.errors import UserInputError
 from rdpgan.marginals import Marginals
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.mechanisms.gaussian import snap_grid
-from rdpgan.privacy.mechanisms.tree import tree_split
+from rdpgan.privacy.mechanisms.tree import DENSITY_SPLIT_SHRINK, tree_split
 from rdpgan.transform import TableTransformer
 
 
@@ -222,8 +222,20 @@ def test_a_cell_below_the_noise_is_split_evenly_not_by_its_noisy_halves():
     """Top down, a cell's estimate below DENSITY_SPLIT_NOISE stds is spread over its halves
     evenly: the noise alone would otherwise decide where a rare value goes."""
     noisy = [np.array([1000.0, 5.0]), np.array([600.0, 400.0, 5.0, 0.0])]
-    density = measure.tree_density(noisy, noise_std=10.0)
+    density, _ = tree_split(noisy, noise_std=10.0)
     np.testing.assert_allclose(density * 1005, [600, 400, 2.5, 2.5])
+
+
+def test_the_densities_shrink_a_split_within_the_noise_toward_even():
+    """Above the floor, the densities move a split from even by 1 - DENSITY_SPLIT_SHRINK ·
+    2σ² / d² of its noisy share (d the halves' difference): 60 / 40 at σ = 10 (d² = 2σ² · 2)
+    stays even, 90 / 10 keeps 15/16 of its move; the private schema's tree follows both."""
+    assert DENSITY_SPLIT_SHRINK == 2.0
+    within, clear = [np.array([60.0, 40.0])], [np.array([90.0, 10.0])]
+    np.testing.assert_allclose(measure.tree_density(within, 10.0), [0.5, 0.5])
+    np.testing.assert_allclose(measure.tree_density(clear, 10.0), [0.875, 0.125])
+    np.testing.assert_allclose(tree_split(within, 10.0)[0], [0.6, 0.4])
+    np.testing.assert_allclose(tree_split(clear, 10.0)[0], [0.9, 0.1])
 
 
 def test_the_tree_says_which_mass_it_spread_evenly_and_from_which_level():
@@ -234,7 +246,9 @@ def test_the_tree_says_which_mass_it_spread_evenly_and_from_which_level():
     density, spread_from = tree_split(levels, noise_std=1.0)
     np.testing.assert_allclose(density * 100, [30, 20, 25, 25, 0, 0, 0, 0])
     np.testing.assert_array_equal(spread_from, [3, 3, 2, 2, 1, 1, 1, 1])
-    np.testing.assert_array_equal(measure.tree_density(levels, 1.0), density)
+    np.testing.assert_array_equal(
+        measure.tree_density(levels, 1.0), tree_split(levels, 1.0, True)[0]
+    )
 
 
 def test_numeric_densities_are_skipped_where_the_accountant_cannot_certify_them():

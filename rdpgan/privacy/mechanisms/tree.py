@@ -19,6 +19,10 @@ DENSITY_LEVELS = 10
 # A cell's count is split between its two halves by their noisy counts only where it is at
 # least this many noise stds; below, evenly (the noise would decide the split).
 DENSITY_SPLIT_NOISE = 3.0
+# Above that floor, the densities keep 1 - DENSITY_SPLIT_SHRINK · var(d) / d² (at least 0) of
+# a split's move from even, d the halves' noisy difference (var(d) = 2 σ²): a split within the
+# noise stays near even, a clear one is kept (round 44 of results/tuning_fidelity.csv).
+DENSITY_SPLIT_SHRINK = 2.0
 
 
 def level_counts(positions: np.ndarray, levels: int = DENSITY_LEVELS) -> list[np.ndarray]:
@@ -39,23 +43,34 @@ def level_counts(positions: np.ndarray, levels: int = DENSITY_LEVELS) -> list[np
 def tree_density(levels: Sequence[np.ndarray], noise_std: float) -> np.ndarray:
     """The finest level's distribution from noisy counts of every level (post-processing):
     top down, each cell's estimate is split between its halves in the ratio of their clipped
-    noisy counts, or evenly where the cell holds fewer than ``DENSITY_SPLIT_NOISE`` noise
-    stds (PrivTree's rule: a split below the noise would follow the noise). Coarse levels fix
-    where the mass is, so the noise of the 1,024 fine cells does not add up along the range."""
-    return tree_split(levels, noise_std)[0]
+    noisy counts, moved toward even as far as that ratio lies within the noise
+    (``DENSITY_SPLIT_SHRINK``), or evenly where the cell holds fewer than
+    ``DENSITY_SPLIT_NOISE`` noise stds (PrivTree's rule: a split below the noise would follow
+    the noise). Coarse levels fix where the mass is, so the noise of the 1,024 fine cells does
+    not add up along the range."""
+    return tree_split(levels, noise_std, shrink=True)[0]
 
 
-def tree_split(levels: Sequence[np.ndarray], noise_std: float) -> tuple[np.ndarray, np.ndarray]:
-    """(:func:`tree_density`, and for each finest cell the level whose cell its mass was
-    spread evenly from: ``len(levels)`` where every split down to it followed counts). A
-    reader that must not place a bound by the noise needs to know which mass lies anywhere
-    in a coarse cell."""
+def tree_split(
+    levels: Sequence[np.ndarray], noise_std: float, shrink: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """(The finest level's distribution, and for each finest cell the level whose cell its
+    mass was spread evenly from: ``len(levels)`` where every split down to it followed
+    counts). A reader that must not place a bound by the noise needs to know which mass lies
+    anywhere in a coarse cell. With ``shrink``, :func:`tree_density`'s; without (the private
+    schema's bounds), a split above the floor follows the noisy ratio as it is."""
     estimate = np.array([max(float(levels[0].sum()), 0.0)])
     spread_from = np.array([len(levels)])
     for depth, noisy in enumerate(levels):
-        halves = np.clip(noisy, 0.0, None).reshape(-1, 2)
+        pairs = np.asarray(noisy, dtype=float).reshape(-1, 2)
+        halves = np.clip(pairs, 0.0, None)
         sums = halves.sum(axis=1, keepdims=True)
         split = np.where(sums > 0, halves / np.where(sums > 0, sums, 1.0), 0.5)
+        if shrink:
+            difference = (pairs[:, 0] - pairs[:, 1]) ** 2
+            variance = 2.0 * noise_std**2
+            kept = 1.0 - DENSITY_SPLIT_SHRINK * variance / np.maximum(difference, 1e-300)
+            split = 0.5 + np.clip(kept, 0.0, 1.0)[:, None] * (split - 0.5)
         even = (estimate < DENSITY_SPLIT_NOISE * noise_std) | (sums[:, 0] <= 0)
         split[even] = 0.5
         spread_from = np.repeat(np.where(even, np.minimum(spread_from, depth), spread_from), 2)
