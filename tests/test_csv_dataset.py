@@ -19,6 +19,7 @@ from rdpgan.data.schema import Schema
 from rdpgan.data.target import one_vs_rest
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
+from rdpgan.privacy import private_schema as private_schema_module
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 from rdpgan.privacy.mechanisms.partition import tail_cost
 from rdpgan.privacy.mechanisms.tree import level_counts, tree_split
@@ -302,6 +303,21 @@ def test_released_bounds_come_back_in_the_columns_own_neighbourhood(values, low,
         # the tree's unresolved mass kept within reach of its core.
         inside = ((values >= column.lo) & (values <= column.hi)).mean()
         assert inside >= 0.97, inside
+
+
+def test_the_private_bounds_read_the_unshrunk_tree(monkeypatch):
+    """The numeric densities shrink their splits toward even; the private schema's bounds were
+    tuned on the tree as released and read it unshrunk."""
+    calls = []
+
+    def spy(levels, noise_std, shrink=False):
+        calls.append(shrink)
+        return tree_split(levels, noise_std, shrink)
+
+    monkeypatch.setattr(private_schema_module, "tree_split", spy)
+    values = np.random.default_rng(5).lognormal(10.0, 1.0, 2000)
+    private(pd.DataFrame({"x": values.astype(str), "y": ["p", "q"] * 1000}), 8.0)
+    assert calls and not any(calls)
 
 
 def private(frame, epsilon, seed=0, delta=1e-5, **schema):

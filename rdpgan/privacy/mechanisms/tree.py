@@ -20,8 +20,9 @@ DENSITY_LEVELS = 10
 # least this many noise stds; below, evenly (the noise would decide the split).
 DENSITY_SPLIT_NOISE = 3.0
 # Above that floor, the densities keep 1 - DENSITY_SPLIT_SHRINK · var(d) / d² (at least 0) of
-# a split's move from even, d the halves' noisy difference (var(d) = 2 σ²): a split within the
-# noise stays near even, a clear one is kept (round 44 of results/tuning_fidelity.csv).
+# a split's move from even, d the halves' noisy difference as released, before clipping (var(d)
+# = 2 σ²): a split within the noise stays near even, a clear one is kept (round 44 of
+# results/tuning_fidelity.csv).
 DENSITY_SPLIT_SHRINK = 2.0
 
 
@@ -67,10 +68,17 @@ def tree_split(
         sums = halves.sum(axis=1, keepdims=True)
         split = np.where(sums > 0, halves / np.where(sums > 0, sums, 1.0), 0.5)
         if shrink:
-            difference = (pairs[:, 0] - pairs[:, 1]) ** 2
-            variance = 2.0 * noise_std**2
-            kept = 1.0 - DENSITY_SPLIT_SHRINK * variance / np.maximum(difference, 1e-300)
-            split = 0.5 + np.clip(kept, 0.0, 1.0)[:, None] * (split - 0.5)
+            squared = (pairs[:, 0] - pairs[:, 1]) ** 2
+            # Equal halves split evenly whatever is kept (no division by 0 there); a difference
+            # far below the noise overflows the ratio to inf, which keeps nothing.
+            with np.errstate(over="ignore"):
+                ratio = np.divide(
+                    DENSITY_SPLIT_SHRINK * 2.0 * noise_std**2,
+                    squared,
+                    out=np.zeros_like(squared),
+                    where=squared > 0,
+                )
+            split = 0.5 + np.clip(1.0 - ratio, 0.0, 1.0)[:, None] * (split - 0.5)
         even = (estimate < DENSITY_SPLIT_NOISE * noise_std) | (sums[:, 0] <= 0)
         split[even] = 0.5
         spread_from = np.repeat(np.where(even, np.minimum(spread_from, depth), spread_from), 2)
