@@ -244,17 +244,18 @@ CANDIDATES: dict[str, list[str]] = {
     "default43": [],
     "every_pair43": [],
     # Round 44: the numeric densities' splits shrunk toward even (shrunk_tree_density below).
-    # Why: marginals_ames.md puts the numeric columns' positions' floor at 0.028 (each fitting
-    # row's own code, its position drawn within G's bin as sampling draws it), and a split by
+    # Why: marginals_ames.md at 0e456ec put the numeric columns' positions' floor at 0.028 (each
+    # fitting row's own code, its position drawn within G's bin as sampling draws it); a split by
     # counts just above DENSITY_SPLIT_NOISE stds follows noise of the size of the halves.
     # Paired by seed, quantile 1-/2-/3-way TVD, default -> shrunk (mean difference, its SE):
-    # ames (10 seeds) 0.0299 -> 0.0263 (-0.0036, 0.0005), 2-way -0.0044 (0.0012), 3-way -0.0041
+    # ames (10 seeds) 0.0299 -> 0.0263 (-0.0036, 0.0005), 2-way -0.0044 (0.0013), 3-way -0.0041
     # (0.0013); creditcard_aer (6) 0.0575 -> 0.0462, 2-way -0.014, 3-way -0.013, AUROC +0.002;
     # Adult (6) 1-way -0.0009 (0.0003), 2-/3-way level; credit_data (4), gss_wages (3) level;
     # acs12 (12) 1-way +0.0014 (0.0010), 3-way +0.0041 (0.0016), AUROC level. At ε = 1: Adult
-    # (7) 1-/2-/3-way -0.0012/-0.0014/-0.0010, AUROC level; ames (3) level within the noise.
-    # Adopted (rdpgan.privacy.mechanisms.tree.DENSITY_SPLIT_SHRINK); acs12 is the one table it
-    # costs. Since then both candidates shrink: the round reproduces at a6060e6 only.
+    # (7) 1-/2-/3-way -0.0012/-0.0014/-0.0010 (SE 0.0007/0.0014/0.0016), AUROC level; ames (3)
+    # level within the noise.
+    # Adopted (rdpgan.privacy.mechanisms.tree.DENSITY_SPLIT_SHRINK); acs12 is the one table where
+    # it costs beyond the noise. Since then both candidates shrink: the round reproduces at a6060e6 only.
     "default44": [],
     "density_shrink44": [],
 }
