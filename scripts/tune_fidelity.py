@@ -255,7 +255,8 @@ CANDIDATES: dict[str, list[str]] = {
     # (7) 1-/2-/3-way -0.0012/-0.0014/-0.0010 (SE 0.0007/0.0014/0.0016), AUROC level; ames (3)
     # level within the noise.
     # Adopted (rdpgan.privacy.mechanisms.tree.DENSITY_SPLIT_SHRINK); acs12 is the one table where
-    # it costs beyond the noise. Since then both candidates shrink: the round reproduces at a6060e6 only.
+    # it costs beyond the noise. Since then both candidates shrink: the round reproduces at
+    # a6060e6 only.
     "default44": [],
     "density_shrink44": [],
 }
