@@ -40,7 +40,6 @@ from rdpgan.data.split import VALIDATION_KEY, split
 from rdpgan.evaluate import score_table
 from rdpgan.fidelity import fidelity_scores
 from rdpgan.marginals import shrink_toward
-from rdpgan.privacy.mechanisms import tree
 from rdpgan.privacy.mechanisms.gaussian import noisy_tables
 from rdpgan.synthesizer import DPCGAN
 
@@ -243,7 +242,8 @@ CANDIDATES: dict[str, list[str]] = {
     # the columns' associations for TVD and AUROC on such tables; kept, and said in the README.
     "default43": [],
     "every_pair43": [],
-    # Round 44: the numeric densities' splits shrunk toward even (shrunk_tree_density below).
+    # Round 44: the numeric densities' splits shrunk toward even (at a6060e6, a patch of
+    # measure.tree_density that became rdpgan.privacy.mechanisms.tree.tree_density).
     # Why: marginals_ames.md at 0e456ec put the numeric columns' positions' floor at 0.028 (each
     # fitting row's own code, its position drawn within G's bin as sampling draws it); a split by
     # counts just above DENSITY_SPLIT_NOISE stds follows noise of the size of the halves.
@@ -334,26 +334,6 @@ def every_pair_share(
     return candidates, (fraction / 2 if candidates else fraction) * base
 
 
-def shrunk_tree_density(levels: list[np.ndarray], noise_std: float) -> np.ndarray:
-    """An experimental ``tree.tree_density`` (post-processing of the same release): top down,
-    as there, but each split by counts moves from even by max(0, 1 - 4 sigma^2 / d^2) of its
-    noisy share, d the halves' noisy difference (variance 2 sigma^2): a split within the noise
-    stays near even, a clear one is kept. The parent's floor (DENSITY_SPLIT_NOISE) stays."""
-    estimate = np.array([max(float(levels[0].sum()), 0.0)])
-    for noisy in levels:
-        pairs = noisy.reshape(-1, 2)
-        halves = np.clip(pairs, 0.0, None)
-        sums = halves.sum(axis=1, keepdims=True)
-        split = np.where(sums > 0, halves / np.where(sums > 0, sums, 1.0), 0.5)
-        difference = (pairs[:, 0] - pairs[:, 1]) ** 2
-        kept = np.clip(1.0 - 4.0 * noise_std**2 / np.maximum(difference, 1e-300), 0.0, 1.0)
-        split = 0.5 + kept[:, None] * (split - 0.5)
-        split[(estimate < tree.DENSITY_SPLIT_NOISE * noise_std) | (sums[:, 0] <= 0)] = 0.5
-        estimate = (estimate[:, None] * split).ravel()
-    total = estimate.sum()
-    return estimate / total if total > 0 else np.full(len(estimate), 1.0 / len(estimate))
-
-
 # Module constants a candidate changes (module, name, value), beside its overrides.
 PATCHES: dict[str, list[tuple[Any, str, object]]] = {
     "no_pairs": [(measure, "PAIR_NOISE_LIMIT", 0.0)],
@@ -363,7 +343,6 @@ PATCHES: dict[str, list[tuple[Any, str, object]]] = {
     "pooled50": [(measure, "marginals", PooledShare(0.5))],
     "every_pair42": [(measure, "_marginal_shares", every_pair_share)],
     "every_pair43": [(measure, "_marginal_shares", every_pair_share)],
-    "density_shrink44": [(measure, "tree_density", shrunk_tree_density)],
 }
 
 
