@@ -2,7 +2,8 @@
 
 Sampling needs G's forward pass and one draw per block of codes, nothing of autograd: done in
 numpy, a saved model is loaded and sampled without importing torch (a second or two of a
-command's start-up), and the products run in float32 through numpy's BLAS.
+command's start-up), and the products run in float32 through numpy's BLAS, LayerNorm and the
+draws in compiled loops (:mod:`rdpgan.kernels`).
 
 :class:`CodeLayout` is the one place the blocks of codes are grouped into buckets of similar
 width; the torch generator (:class:`rdpgan.models.Generator`) trains on the same layout.
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rdpgan import kernels
+
 if TYPE_CHECKING:
     from rdpgan.transform import Span
 
@@ -36,11 +39,6 @@ LAYER_NORM_EPS = 1e-5
 NORMAL_LEVELS = 2**16
 # Each thread's reused hidden activations (see _hidden_buffer).
 _HIDDEN = threading.local()
-# Where a block's codes' total (exp of its logits as they are) falls below this, or overflows,
-# the row's bucket is drawn again (with the same uniforms), each block shifted by its own
-# largest logit. Above it, what underflow takes from a block of w codes (each term below float32's
-# smallest normal, 2^-126, is off by at most 2^-149) is under w · 2^-49 of its total.
-SMALLEST_TOTAL = 2.0**-100
 
 
 @functools.cache
@@ -148,9 +146,10 @@ def _hidden_buffer(layer: int, shape: tuple[int, int]) -> np.ndarray:
     """This thread's float32 array for hidden layer ``layer``'s activations (the head's, one
     past the last, in :meth:`FrozenGenerator.sample_codes`), reused from one pass to the next:
     a fresh one every pass costs its pages' first touch, about a fifth of a pass's time on
-    Adult's generator. Only :meth:`FrozenGenerator.outputs` writes the hidden ones, and
+    Adult's generator. Only :meth:`FrozenGenerator._body` writes the hidden ones, and
     :meth:`FrozenGenerator.sample_codes` the head's (its logits, then their exp, in place); no
-    array either returns is one of these."""
+    array :meth:`FrozenGenerator.outputs` or :meth:`FrozenGenerator.sample_codes` returns is
+    one of these."""
     buffers = _HIDDEN.__dict__.setdefault("buffers", {})
     buffer = buffers.get(layer)
     if buffer is None or buffer.shape != shape:
@@ -247,8 +246,24 @@ class FrozenGenerator:
         padding = np.zeros((len(head), 1), np.float32)
         padding[-1] = -np.inf
         self.head = np.concatenate([_finite32(head), padding], axis=1)[:, rows].copy()
-        # Each bucket's cumulative sums over a block's codes, as one matrix product.
-        self.upper = [np.triu(np.ones((w, w), np.float32)) for _, w in layout.bucket_shapes]
+        # Where each block's cells start in the head's outputs (blocks in bucket order), how
+        # many it has (its padding aside), and its place among the codes (span order).
+        self.draw_starts = np.asarray(
+            [
+                offset + slot * width
+                for (count, width), offset in zip(
+                    layout.bucket_shapes,
+                    accumulate((math.prod(shape) for shape in layout.bucket_shapes), initial=0),
+                    strict=False,
+                )
+                for slot in range(count)
+            ],
+            np.int64,
+        )
+        self.draw_widths = np.concatenate([np.zeros(0, np.int64), *layout.bucket_widths])
+        self.draw_destinations = np.asarray(
+            [j for bucket in layout.buckets for j in bucket], np.int64
+        )
         self.latent_dim = self.product_shapes[0][0] - n_classes
 
     def latent_draws(self, rng: np.random.Generator, rows: int) -> np.ndarray:
@@ -271,26 +286,33 @@ class FrozenGenerator:
         z: np.ndarray,
         y: np.ndarray,
         tilt: Sequence[np.ndarray] | None = None,
-        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """[rows, cells]: every bucket's padded code logits for latent draws ``z`` and one-hot
         labels ``y``, each row on its own (LayerNorm normalises a row, never a batch), shifted
         by ``tilt`` (each bucket's [blocks, width], as :mod:`rdpgan.postprocess` fits it; the
         same for every row, so it rides on the head's bias)."""
+        return self._body(z, y) @ self._head(tilt)
+
+    def _body(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """[rows, units + 1]: the last hidden layer's folded outputs (:func:`_folded`), in this
+        thread's buffer."""
         ones = np.ones((len(z), 1), np.float32)
         h = np.concatenate([z, y, ones], axis=1, dtype=np.float32)
         for layer, (matrix, lower) in enumerate(self.layers):
             # Each row's pre-activations, centred (their mean is zero up to rounding), some
             # units' signs flipped, then a zero (see _folded).
             h = np.matmul(h, matrix, out=_hidden_buffer(layer, (len(h), matrix.shape[1])))
-            variance = np.einsum("ij,ij->i", h, h) / np.float32(matrix.shape[1] - 1)
-            h *= (1.0 / np.sqrt(variance + np.float32(LAYER_NORM_EPS)))[:, None]
-            np.maximum(h, lower, out=h)
-        head = self.head
-        if tilt:
-            head = head.copy()
-            head[-1] += np.concatenate([t.ravel() for t in tilt]).astype(np.float32)
-        return np.matmul(h, head, out=out)
+            divisor = np.float32(matrix.shape[1] - 1)
+            kernels.layer_norm(h, lower, divisor, np.float32(LAYER_NORM_EPS))
+        return h
+
+    def _head(self, tilt: Sequence[np.ndarray] | None) -> np.ndarray:
+        """The head's matrix, ``tilt`` added to its bias row."""
+        if not tilt:
+            return self.head
+        head = self.head.copy()
+        head[-1] += np.concatenate([t.ravel() for t in tilt]).astype(np.float32)
+        return head
 
     def code_logits(self, outputs: np.ndarray) -> list[np.ndarray]:
         """Each bucket's code logits of :meth:`outputs`, [rows, blocks, width] (views)."""
@@ -309,46 +331,27 @@ class FrozenGenerator:
         tilt: Sequence[np.ndarray] | None = None,
     ) -> np.ndarray:
         """[rows, blocks]: one code per block (span order) of G(z, y), drawn from the softmax of
-        its logits (shifted by ``tilt``: rows of one class) by inverse transform, one uniform
-        draw per block against the block's cumulative sums: the distribution of the argmax of
-        Gumbel-perturbed logits that training's hard samples take, with one draw per block
-        instead of one per code.
+        its logits (shifted by ``tilt``: rows of one class) by inverse transform
+        (:func:`rdpgan.kernels.draw_codes`), one uniform draw per block against the block's
+        cumulative sums: the distribution of the argmax of Gumbel-perturbed logits that
+        training's hard samples take, with one draw per block instead of one per code.
 
-        exp runs on the logits as they are, in place: trained logits lie within tens of nats of
-        zero (Adult's: -17 to 12), so shifting rows to avoid overflow would cost two more
-        passes for nothing. A block whose exp overflows, or whose total underflows, is drawn
-        again for those rows, its logits computed anew and shifted by their own largest.
+        The head's product is taken transposed ([cells, rows]: the same product, BLAS reading
+        its operands the other way), so that the draw runs over each cell's rows, contiguous.
         """
-        rows, layout = len(z), self.layout
-        head = len(self.layers)  # (the head's outputs are this thread's, reused)
-        weights = self.outputs(z, y, tilt, _hidden_buffer(head, (rows, self.head.shape[1])))
-        blocks = sum(count for count, _ in layout.bucket_shapes)
+        rows, blocks = len(z), len(self.draw_widths)
         if not blocks:  # a table without feature columns
             return np.zeros((rows, 0), dtype=np.int64)
-        # (u · total must stay below the total, which only the block's codes reach: the draw
-        # gives up 2^-23 of its range.)
-        uniforms = rng.random((rows, blocks), dtype=np.float32) * np.float32(1 - 2**-23)
-        with np.errstate(over="ignore"):
-            np.exp(weights, out=weights)
-        codes = np.empty((rows, blocks), dtype=np.int64)
-        start = block = 0
-        buckets = zip(layout.bucket_shapes, layout.bucket_widths, self.upper, strict=True)
-        for (count, width), widths, upper in buckets:
-            end, last = start + count * width, block + count
-            draws = uniforms[:, block:last]
-            with np.errstate(invalid="ignore"):  # an overflow's inf times 0: NaN, drawn again
-                chosen, totals = _inverse_transform(weights[:, start:end], draws, upper, widths)
-            codes[:, block:last] = chosen
-            redrawn = ~((totals >= SMALLEST_TOTAL) & (totals < np.inf)).all(axis=1)
-            if redrawn.any():
-                logits = self.outputs(z[redrawn], y[redrawn], tilt)[:, start:end]
-                far = logits.reshape(-1, count, width)
-                shifted = np.exp(far - far.max(axis=-1, keepdims=True))
-                codes[redrawn, block:last] = _inverse_transform(
-                    shifted.reshape(len(far), -1), draws[redrawn], upper, widths
-                )[0]
-            start, block = end, last
-        return codes[:, layout.block_order]
+        uniforms = rng.random((blocks, rows), dtype=np.float32)
+        head = self._head(tilt)
+        # (The head's outputs are this thread's, reused; the draw overwrites them.)
+        logits = _hidden_buffer(len(self.layers), (head.shape[1], rows))
+        np.matmul(head.T, self._body(z, y).T, out=logits)
+        codes = np.empty((blocks, rows), dtype=np.int64)
+        kernels.draw_codes(
+            logits, uniforms, self.draw_starts, self.draw_widths, self.draw_destinations, codes
+        )
+        return codes.T
 
 
 def _check_shapes(
@@ -368,20 +371,3 @@ def _check_shapes(
             raise ValueError("the generator's layers do not chain")
     if head_weight.shape[0] != width or head_bias.shape != (width,):
         raise ValueError("the generator's head does not fit the table's encoding")
-
-
-def _inverse_transform(
-    weights: np.ndarray, uniforms: np.ndarray, upper: np.ndarray, widths: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """([rows, blocks] codes, [rows, blocks] totals): each block's first code whose cumulative
-    sum of ``weights`` ([rows, blocks × width], unnormalised probabilities, 0 on padding)
-    passes ``uniforms`` ([rows, blocks], below 1) times the block's total. The cumulative sums
-    are one matrix product with ``upper``, the [width, width] upper triangle of ones; a block's
-    sums summed in another order can round below its total, so a draw is kept on the block's
-    own codes (``widths``)."""
-    rows, blocks = uniforms.shape
-    cumulative = weights.reshape(rows * blocks, -1) @ upper
-    totals = cumulative[:, -1]
-    passed = cumulative > (uniforms.reshape(-1) * totals)[:, None]
-    chosen = passed.argmax(axis=1).reshape(rows, blocks)
-    return np.minimum(chosen, widths - 1), totals.reshape(rows, blocks)

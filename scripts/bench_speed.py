@@ -264,8 +264,9 @@ SPEED_HEADER = """# Speed
 
 One part per script and kind of CPU: its features (AVX2, AVX-512, BF16, AMX) and, where an
 AVX2-only CPU without native bf16 was emulated on a faster one, the ISA caps it ran under
-(torch's `ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2`, and
-numpy's `OPENBLAS_CORETYPE=Haswell NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR"`).
+(torch's `ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2`,
+numpy's `OPENBLAS_CORETYPE=Haswell NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL AVX512_SPR"`, and,
+from 2026-11-28, numba's `NUMBA_CPU_NAME=haswell`).
 Each script rewrites only its own part for the kind it ran on (one emulated part per script and
 CPU: caps that changed replace it). Compare figures within one part: the
 machines, and the load on them, differ from one part to the next."""

@@ -26,15 +26,17 @@ def cpu_model() -> str:
 
 # CPU features speed depends on, as /proc/cpuinfo names them, and as results name them.
 FEATURES = (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "BF16"), ("amx_bf16", "AMX"))
-# Set to emulate an AVX2-only CPU on a faster one: torch's libraries (oneDNN, MKL and ATen) and
+# Set to emulate an AVX2-only CPU on a faster one: torch's libraries (oneDNN, MKL and ATen),
 # numpy's (OpenBLAS: OPENBLAS_CORETYPE=Haswell; its own kernels: NPY_DISABLE_CPU_FEATURES="X86_V4
-# AVX512_ICL AVX512_SPR") each read their own.
+# AVX512_ICL AVX512_SPR") and numba's (sampling's kernels: NUMBA_CPU_NAME=haswell) each read
+# their own.
 EMULATION = (
     "ONEDNN_MAX_CPU_ISA",
     "MKL_ENABLE_INSTRUCTIONS",
     "ATEN_CPU_CAPABILITY",
     "OPENBLAS_CORETYPE",
     "NPY_DISABLE_CPU_FEATURES",
+    "NUMBA_CPU_NAME",
 )
 
 

@@ -1,0 +1,150 @@
+"""The compiled loops of a generator pass (numba): what numpy would run as several passes over
+a pass's arrays, each read once here while it is in cache.
+
+A pass of 4,096 rows spends most of its time in G's matrix products (BLAS); the rest is
+LayerNorm, exp and the inverse-transform draw of each block's code. As numpy calls, these
+are a dozen passes over arrays of megabytes (and a product with an upper triangle per block for
+the cumulative sums): on Adult's generator, on an AVX2 CPU, 5 ms of a 20 ms pass against
+about 1 ms here (scripts/bench_sampling.py, results/speed.md).
+
+The loops are written so that LLVM vectorises them: each inner loop runs over a contiguous
+slice with its own loop index, and exp is a polynomial (numba has no vector exp of its own).
+Compiled at the first call and cached beside this file (numba's cache, keyed by the CPU).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# Rows a draw works on at once: each block's cells for these rows stay in the first-level
+# caches across the draw's three sweeps (a block of 99 codes: 99 · 256 floats, 100 kB).
+DRAW_ROWS = 256
+# exp(x) for x <= 0 in float32: x = n ln 2 + t, |t| <= ln(2) / 2, exp(t) by Cephes' expf
+# polynomial (within 2 units in the last place of numpy's exp over [-87, 0]; tests/test_kernels.py),
+# 2^n from its exponent bits. Below EXP_LOWEST, exp is taken at EXP_LOWEST (1.6e-38, float32's
+# smallest normal numbers): against the block's largest, whose exp is 1, that is nothing.
+EXP_LOWEST = np.float32(-87.0)
+_LOG2E = np.float32(1.4426950408889634)
+_LN2_HIGH = np.float32(0.693359375)
+_LN2_LOW = np.float32(-2.12194440e-4)
+_EXP_POLYNOMIAL = tuple(
+    np.float32(c)
+    for c in (
+        1.9875691500e-4,
+        1.3981999507e-3,
+        8.3334519073e-3,
+        4.1665795894e-2,
+        1.6666665459e-1,
+        5.0000001201e-1,
+    )
+)
+_HALF = np.float32(0.5)
+_ONE = np.float32(1.0)
+_ZERO = np.float32(0.0)
+_C0, _C1, _C2, _C3, _C4, _C5 = _EXP_POLYNOMIAL
+
+
+@numba.njit(inline="always", fastmath=True)
+def _exp_pieces(x: np.float32) -> tuple[np.float32, np.int32]:
+    """exp(x) for x <= 0 as (exp(t), the float32 bits of 2^n), x = n ln 2 + t: the product of
+    the two, the second read through a float32 view of int32 scratch (numba has no scalar
+    bit cast), is exp(x)."""
+    v = max(x, EXP_LOWEST)
+    n = np.int32(v * _LOG2E - _HALF)  # round(v log2 e), ties down (v <= 0)
+    whole = np.float32(n)
+    t = v - whole * _LN2_HIGH - whole * _LN2_LOW
+    p = ((((_C0 * t + _C1) * t + _C2) * t + _C3) * t + _C4) * t + _C5
+    return p * t * t + t + _ONE, (n + np.int32(127)) << np.int32(23)
+
+
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def exp_nonpositive(x: np.ndarray, out: np.ndarray, exponent: np.ndarray) -> None:
+    """``out[i] = exp(x[i])`` for ``x[i] <= 0`` (1-d float32 arrays, ``exponent`` int32
+    scratch of the same length): the draw's exp, on its own so that tests can hold it against
+    numpy's."""
+    scale = exponent.view(np.float32)
+    for i in range(x.shape[0]):
+        out[i], exponent[i] = _exp_pieces(x[i])
+    for i in range(x.shape[0]):
+        out[i] *= scale[i]
+
+
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def layer_norm(h: np.ndarray, lower: np.ndarray, divisor: np.float32, eps: np.float32) -> None:
+    """In place, each row of ``h`` ([rows, units] float32, its mean already zero) scaled by
+    1 / sqrt(its sum of squares / ``divisor`` + ``eps``), then raised to ``lower`` (the folded
+    layer of :func:`rdpgan.frozen._folded`): one read and one write of the row."""
+    units = h.shape[1]
+    for r in range(h.shape[0]):
+        row = h[r]
+        squares = _ZERO
+        for k in range(units):
+            squares += row[k] * row[k]
+        scale = _ONE / np.sqrt(squares / divisor + eps)
+        for k in range(units):
+            row[k] = max(row[k] * scale, lower[k])
+
+
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def draw_codes(
+    logits: np.ndarray,
+    uniforms: np.ndarray,
+    starts: np.ndarray,
+    widths: np.ndarray,
+    destinations: np.ndarray,
+    codes: np.ndarray,
+) -> None:
+    """One code per block and row, drawn from the softmax of the block's logits by inverse
+    transform. ``logits``: [cells, rows] float32 (a block's cells start at ``starts[b]``,
+    ``widths[b]`` of them; overwritten with their exp); ``uniforms``: [blocks, rows] in
+    [0, 1); the code is written to ``codes[destinations[b]]`` ([blocks, rows] int64).
+
+    Per block and row: its largest logit m, the sum S of exp(x - m) over its cells, and the
+    code is the first whose running sum (in the order S was summed) exceeds u · S, capped at
+    the block's last code (where u · S rounds up to S). Shifting by m keeps every exp within
+    (0, 1] and S >= 1, so nothing overflows or underflows.
+    """
+    rows = logits.shape[1]
+    top = np.empty(DRAW_ROWS, np.float32)
+    total = np.empty(DRAW_ROWS, np.float32)
+    running = np.empty(DRAW_ROWS, np.float32)
+    target = np.empty(DRAW_ROWS, np.float32)
+    passed = np.empty(DRAW_ROWS, np.int64)
+    exps = np.empty(DRAW_ROWS, np.float32)
+    exponent = np.empty(DRAW_ROWS, np.int32)
+    scale = exponent.view(np.float32)
+    for first in range(0, rows, DRAW_ROWS):
+        last = min(first + DRAW_ROWS, rows)
+        m = last - first
+        for b in range(starts.shape[0]):
+            start, width = starts[b], widths[b]
+            cell = logits[start, first:last]
+            for i in range(m):
+                top[i] = cell[i]
+            for j in range(1, width):
+                cell = logits[start + j, first:last]
+                for i in range(m):
+                    top[i] = max(top[i], cell[i])
+            for i in range(m):
+                total[i] = _ZERO
+            for j in range(width):
+                cell = logits[start + j, first:last]
+                for i in range(m):
+                    exps[i], exponent[i] = _exp_pieces(cell[i] - top[i])
+                for i in range(m):
+                    cell[i] = exps[i] * scale[i]
+                    total[i] += cell[i]
+            draws = uniforms[b, first:last]
+            for i in range(m):
+                target[i] = draws[i] * total[i]
+                running[i] = _ZERO
+                passed[i] = 0
+            for j in range(width):
+                cell = logits[start + j, first:last]
+                for i in range(m):
+                    running[i] += cell[i]
+                    passed[i] += running[i] <= target[i]
+            out = codes[destinations[b], first:last]
+            for i in range(m):
+                out[i] = min(passed[i], width - 1)

@@ -1,0 +1,84 @@
+"""Sampling's compiled loops (rdpgan.kernels) against plain numpy: the same numbers, up to
+float32 rounding, on shapes that cross their tiles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rdpgan import kernels
+
+
+def test_exp_is_within_float32_rounding_of_the_exact_exp():
+    x = np.linspace(-87.0, 0.0, 400_001, dtype=np.float32)
+    out = np.empty_like(x)
+    kernels.exp_nonpositive(x, out, np.empty(len(x), np.int32))
+    exact = np.exp(x.astype(np.float64))
+    assert np.abs(out / exact - 1).max() < 4e-7  # 3e-7 measured (1.2e-7 from -10 up)
+    assert out[-1] == 1.0
+
+
+def test_exp_below_the_lowest_is_the_lowests():
+    """Far below a block's largest logit, a code's weight is exp(-87), not a subnormal or 0:
+    nothing beside the largest's 1."""
+    x = np.array([-87.0, -88.0, -200.0, -np.inf], np.float32)
+    out = np.empty_like(x)
+    kernels.exp_nonpositive(x, out, np.empty(len(x), np.int32))
+    assert np.all(out == out[0]) and 1e-38 < out[0] < 2e-38
+
+
+@pytest.mark.parametrize("rows", [1, 300])
+def test_layer_norm_matches_numpys(rows):
+    rng = np.random.default_rng(0)
+    h = rng.normal(size=(rows, 33)).astype(np.float32) * 3
+    h -= h.mean(axis=1, keepdims=True)
+    lower = rng.normal(size=33).astype(np.float32)
+    variance = np.einsum("ij,ij->i", h, h) / np.float32(32)
+    expected = np.maximum(h / np.sqrt(variance + np.float32(1e-5))[:, None], lower)
+    kernels.layer_norm(h, lower, np.float32(32), np.float32(1e-5))
+    np.testing.assert_allclose(h, expected, rtol=2e-6, atol=2e-6)
+
+
+def reference_draw(logits: np.ndarray, uniforms: np.ndarray, widths: list[int]) -> np.ndarray:
+    """Each block's first code whose cumulative softmax passes its uniform (float64)."""
+    codes, start = [], 0
+    for block, width in enumerate(widths):
+        weights = np.exp(logits[:, start : start + width].astype(np.float64))
+        cumulative = np.cumsum(weights, axis=1)
+        passed = cumulative > uniforms[:, block, None] * cumulative[:, -1:]
+        codes.append(np.minimum(passed.argmax(axis=1), width - 1))
+        start += width
+    return np.stack(codes, axis=1)
+
+
+def test_draw_codes_is_the_inverse_transform_of_each_blocks_softmax():
+    """Blocks laid out with padding between them (never read), rows across two tiles, codes
+    written to their destinations; against float64 inverse transforms of the same uniforms
+    (they may part only where a uniform falls within rounding of a cumulative sum)."""
+    rng = np.random.default_rng(1)
+    widths, rows = [3, 1, 40, 7], kernels.DRAW_ROWS + 45
+    logits = rng.normal(scale=4.0, size=(rows, sum(widths))).astype(np.float32)
+    logits[:, 3:4] += 300.0  # a block far from the others: shifted by its own largest
+    uniforms = rng.random((len(widths), rows), dtype=np.float32)
+    padded = np.full((sum(widths) + 2 * len(widths), rows), np.nan, np.float32)
+    starts = np.arange(len(widths)) * 2 + np.concatenate([[0], np.cumsum(widths)[:-1]])
+    for block, (start, width) in enumerate(zip(starts, widths, strict=True)):
+        first = sum(widths[:block])
+        padded[start : start + width] = logits[:, first : first + width].T
+    destinations = np.array([2, 0, 3, 1])
+    codes = np.full((len(widths), rows), -1, np.int64)
+    kernels.draw_codes(padded, uniforms, starts, np.array(widths), destinations, codes)
+    expected = reference_draw(logits, uniforms.T, widths)
+    assert (codes[destinations] == expected.T).mean() > 0.999
+    assert np.all(codes[0] == 0)  # the one-code block
+    for block, width in enumerate(widths):
+        assert codes[destinations[block]].min() >= 0 and codes[destinations[block]].max() < width
+
+
+def test_draw_codes_keeps_a_uniform_at_the_top_on_the_blocks_codes():
+    """u · total can round up to the total: the code stays the block's last, never past it."""
+    logits = np.zeros((4, 2), np.float32)
+    uniforms = np.full((1, 2), np.nextafter(np.float32(1), np.float32(0)), np.float32)
+    codes = np.full((1, 2), -1, np.int64)
+    kernels.draw_codes(logits, uniforms, np.array([0]), np.array([4]), np.array([0]), codes)
+    assert codes.tolist() == [[3, 3]]
