@@ -1,11 +1,13 @@
-"""The compiled loops of a generator pass (numba): what numpy would run as several passes over
-a pass's arrays, each read once here while it is in cache.
+"""Sampling's compiled loops (numba): what numpy would run as several passes over arrays of
+megabytes, each read once here.
 
-A pass of 4,096 rows spends most of its time in G's matrix products (BLAS); the rest is
-LayerNorm, exp and the inverse-transform draw of each block's code. As numpy calls, these
-are a dozen passes over arrays of megabytes (and a product with an upper triangle per block for
-the cumulative sums): on Adult's generator, on an AVX2 CPU, 5 ms of a 20 ms pass against
-about 1 ms here (scripts/bench_sampling.py, results/speed.md).
+A generator pass of 4,096 rows spends most of its time in G's matrix products (BLAS); the
+rest is LayerNorm, exp and the inverse-transform draw of each block's code. As numpy calls
+these were a dozen passes over the pass's arrays and a product with an upper triangle per
+block for the cumulative sums: on Adult's generator, on an AVX2 CPU, about 5 ms of a 20 ms
+pass, against about 1 ms here. Raking a pool of 524,288 rows took 0.24 s of numpy passes
+(bincount, gather, multiply) per pool, and takes 0.11 s here (:func:`rescale_and_count`).
+Whole-command figures: scripts/bench_sampling.py, results/speed.md.
 
 The loops are written so that LLVM vectorises them: each inner loop runs over a contiguous
 slice with its own loop index, and exp is a polynomial (numba has no vector exp of its own).
@@ -17,13 +19,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-# Rows a draw works on at once: each block's cells for these rows stay in the first-level
-# caches across the draw's three sweeps (a block of 99 codes: 99 · 256 floats, 100 kB).
+# Rows a draw works on at once: each block's cells for these rows stay in the second-level
+# cache across the draw's three sweeps (a block of 99 codes: 99 · 256 floats, 100 kB).
 DRAW_ROWS = 256
 # exp(x) for x <= 0 in float32: x = n ln 2 + t, |t| <= ln(2) / 2, exp(t) by Cephes' expf
-# polynomial (within 2 units in the last place of numpy's exp over [-87, 0]; tests/test_kernels.py),
-# 2^n from its exponent bits. Below EXP_LOWEST, exp is taken at EXP_LOWEST (1.6e-38, float32's
-# smallest normal numbers): against the block's largest, whose exp is 1, that is nothing.
+# polynomial, 2^n from its exponent bits: within a relative 3e-7 of the exact exp over
+# [-87, 0] (tests/test_kernels.py). Below EXP_LOWEST, exp is taken at EXP_LOWEST (1.6e-38,
+# near float32's smallest normal number): against the block's largest, whose exp is 1, nothing.
 EXP_LOWEST = np.float32(-87.0)
 _LOG2E = np.float32(1.4426950408889634)
 _LN2_HIGH = np.float32(0.693359375)
@@ -148,3 +150,24 @@ def draw_codes(
             out = codes[destinations[b], first:last]
             for i in range(m):
                 out[i] = min(passed[i], width - 1)
+
+
+@numba.njit(nogil=True, cache=True)
+def rescale_and_count(
+    weights: np.ndarray,
+    cells: np.ndarray,
+    ratios: np.ndarray,
+    next_cells: np.ndarray,
+    next_counts: np.ndarray,
+) -> None:
+    """One step of raking's sweep (:func:`rdpgan.postprocess.raking_weights`) in one pass over
+    the pool: each row's weight times its cell's ratio in this table (``cells``), then added to
+    its cell's count in the next table (``next_cells``, into ``next_counts``, zeros). In row
+    order, as numpy's bincount adds: the same sums to the last bit. IndexError for a cell
+    outside ``ratios`` or ``next_counts``."""
+    for i in range(weights.shape[0]):
+        cell, next_cell = cells[i], next_cells[i]
+        if min(cell, next_cell) < 0 or cell >= ratios.shape[0] or next_cell >= next_counts.shape[0]:
+            raise IndexError("a row's cell lies outside its table")
+        weights[i] *= ratios[cell]
+        next_counts[next_cell] += weights[i]

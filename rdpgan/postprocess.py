@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rdpgan import kernels
 from rdpgan.data.discretize import cell_index
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals, shrink_toward
@@ -148,19 +149,29 @@ def raking_weights(
 ) -> np.ndarray:
     """Weights (summing to 1) under which table t's weighted distribution is ``targets[t]``,
     where the pool's cells allow. ``cells`` is [tables, rows]: row i lies in cell
-    ``cells[t, i]`` of table t (one contiguous array per table, read again every sweep)."""
+    ``cells[t, i]`` of table t (one contiguous array per table, read again every sweep).
+
+    Each step rescales the rows of one table and counts the next table's cells under the new
+    weights in the same pass (:func:`rdpgan.kernels.rescale_and_count`): on large pools the
+    passes over the rows are what raking costs."""
     weights = np.full(cells.shape[1], 1.0 / max(cells.shape[1], 1))
+    if not len(cells):
+        return weights
+    current = np.bincount(cells[0], weights=weights, minlength=len(targets[0]))
     previous = np.inf
     for _ in range(sweeps):
         furthest = 0.0
-        for table, target in zip(cells, targets, strict=True):
-            current = np.bincount(table, weights=weights, minlength=len(target))
+        for t, (table, target) in enumerate(zip(cells, targets, strict=True)):
+            following = (t + 1) % len(cells)
             # Cells the pool never reached cannot be reached; the rest share their mass. A
             # floor keeps every reachable cell alive: a cell the (noisy) target empties would
             # otherwise zero its rows for good, and no later table could bring them back.
             reachable = current > 0
             goal = np.where(reachable, target, 0.0)
             if goal.sum() <= 0:
+                current = np.bincount(
+                    cells[following], weights=weights, minlength=len(targets[following])
+                )
                 continue
             goal = (
                 1 - RAKING_FLOOR
@@ -170,7 +181,8 @@ def raking_weights(
             ratio = np.where(reachable, goal / np.maximum(current, np.finfo(float).tiny), 0.0)
             # (No renormalising: the goal sums to 1 over the cells the weights reach, so the
             # new weights do too, up to rounding.)
-            weights *= ratio[table]
+            current = np.zeros(len(targets[following]))
+            kernels.rescale_and_count(weights, table, ratio, cells[following], current)
         if furthest > (1 - RAKING_STALL) * previous:
             break
         previous = furthest

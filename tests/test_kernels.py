@@ -82,3 +82,23 @@ def test_draw_codes_keeps_a_uniform_at_the_top_on_the_blocks_codes():
     codes = np.full((1, 2), -1, np.int64)
     kernels.draw_codes(logits, uniforms, np.array([0]), np.array([4]), np.array([0]), codes)
     assert codes.tolist() == [[3, 3]]
+
+
+def test_rescale_and_count_is_numpys_rescale_then_bincount_to_the_bit():
+    rng = np.random.default_rng(2)
+    cells, next_cells = rng.integers(0, 5, 1000), rng.integers(0, 7, 1000)
+    weights, ratios = rng.random(1000), rng.random(5) * 2
+    expected = weights * ratios[cells]
+    expected_counts = np.bincount(next_cells, weights=expected, minlength=7)
+    counts = np.zeros(7)
+    kernels.rescale_and_count(weights, cells, ratios, next_cells, counts)
+    assert np.array_equal(weights, expected) and np.array_equal(counts, expected_counts)
+
+
+@pytest.mark.parametrize("bad", [-1, 5])
+def test_rescale_and_count_refuses_a_cell_outside_its_table(bad):
+    cells = np.array([0, bad])
+    with pytest.raises(IndexError):
+        kernels.rescale_and_count(np.ones(2), cells, np.ones(5), np.array([0, 0]), np.zeros(5))
+    with pytest.raises(IndexError):
+        kernels.rescale_and_count(np.ones(2), np.array([0, 0]), np.ones(5), cells, np.zeros(5))
