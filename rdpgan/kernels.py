@@ -1,13 +1,13 @@
 """Sampling's compiled loops (numba): what numpy would run as several passes over arrays of
 megabytes, each read once here.
 
-A generator pass of 4,096 rows spends most of its time in G's matrix products (BLAS); the
-rest is LayerNorm, exp and the inverse-transform draw of each block's code. As numpy calls
-these were a dozen passes over the pass's arrays and a product with an upper triangle per
-block for the cumulative sums: on Adult's generator, on an AVX2 CPU, about 5 ms of a 20 ms
-pass, against about 1 ms here. Raking a pool of 524,288 rows took 0.24 s of numpy passes
-(bincount, gather, multiply) per pool, and takes 0.11 s here (:func:`rescale_and_count`).
-Whole-command figures: scripts/bench_sampling.py, results/speed.md.
+A generator pass (of 4,096 rows, as timed here) spends most of its time in G's matrix
+products (BLAS); the rest is LayerNorm, exp and the inverse-transform draw of each block's
+code. As numpy calls these were a dozen passes over the pass's arrays and a product with an
+upper triangle per block for the cumulative sums: on Adult's generator, on an AVX2 CPU, about
+5 ms of a 20 ms pass, against about 1 ms here. Raking a pool of 524,288 rows took 0.24 s of
+numpy passes (bincount, gather, multiply) per pool, and takes 0.11 s here
+(:func:`rescale_and_count`). Whole-command figures: scripts/bench_sampling.py, results/speed.md.
 
 The loops are written so that LLVM vectorises them: each inner loop runs over a contiguous
 slice with its own loop index, and exp is a polynomial (numba has no vector exp of its own).

@@ -53,7 +53,7 @@ BAR_ROOFLINE_SHARE = 0.7  # issue 29
 BAR_STARTUP_SECONDS = 3.0  # issue 29: ``python -m rdpgan.sample run_dir=... n=1000``
 STARTUP_ROWS = 1_000
 ROOFLINE_ROWS = sampler_module.SAMPLE_CHUNK  # one generator pass
-OTHER_PASS_ROWS = (2_048, 16_384)  # G passes timed beside the default
+OTHER_PASS_ROWS = (1_024, 4_096)  # G passes timed beside the default
 RAKED_POOL = sampler_module.RAKING_POOL  # the pool raking is timed at
 ROOFLINE_CHAINS = 20  # chains per thread when every worker runs them at once
 
