@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rdpgan import kernels
-
 if TYPE_CHECKING:
     from rdpgan.transform import Span
 
@@ -107,6 +105,19 @@ class CodeLayout:
         for (start, end), offset in zip(self.bucket_cells, offsets, strict=True):
             rows[offset + self.bucket_index[start:end]] = self.cells[start:end]
         self.sampling_rows = rows
+        # Sampling's draw (rdpgan.kernels.draw_codes), blocks in bucket order: each block's
+        # first cell in the head's padded outputs, its own cells (its padding aside), and its
+        # place among the codes (span order).
+        self.draw_starts = np.asarray(
+            [
+                offset + slot * bucket_width
+                for (count, bucket_width), offset in zip(self.bucket_shapes, offsets, strict=True)
+                for slot in range(count)
+            ],
+            np.int64,
+        )
+        self.draw_widths = np.asarray([widths[j] for j in in_bucket_order], np.int64)
+        self.draw_destinations = np.asarray(in_bucket_order, np.int64)
 
     def bucket_layout(self, per_block: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Per-code values of each block (span order) laid out as the buckets, [blocks, width]
@@ -246,24 +257,6 @@ class FrozenGenerator:
         padding = np.zeros((len(head), 1), np.float32)
         padding[-1] = -np.inf
         self.head = np.concatenate([_finite32(head), padding], axis=1)[:, rows].copy()
-        # Where each block's cells start in the head's outputs (blocks in bucket order), how
-        # many it has (its padding aside), and its place among the codes (span order).
-        self.draw_starts = np.asarray(
-            [
-                offset + slot * width
-                for (count, width), offset in zip(
-                    layout.bucket_shapes,
-                    accumulate((math.prod(shape) for shape in layout.bucket_shapes), initial=0),
-                    strict=False,
-                )
-                for slot in range(count)
-            ],
-            np.int64,
-        )
-        self.draw_widths = np.concatenate([np.zeros(0, np.int64), *layout.bucket_widths])
-        self.draw_destinations = np.asarray(
-            [j for bucket in layout.buckets for j in bucket], np.int64
-        )
         self.latent_dim = self.product_shapes[0][0] - n_classes
 
     def latent_draws(self, rng: np.random.Generator, rows: int) -> np.ndarray:
@@ -296,6 +289,8 @@ class FrozenGenerator:
     def _body(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         """[rows, units + 1]: the last hidden layer's folded outputs (:func:`_folded`), in this
         thread's buffer."""
+        from rdpgan import kernels  # (here: training imports this module, numba only samples)
+
         ones = np.ones((len(z), 1), np.float32)
         h = np.concatenate([z, y, ones], axis=1, dtype=np.float32)
         for layer, (matrix, lower) in enumerate(self.layers):
@@ -339,7 +334,10 @@ class FrozenGenerator:
         The head's product is taken transposed ([cells, rows]: the same product, BLAS reading
         its operands the other way), so that the draw runs over each cell's rows, contiguous.
         """
-        rows, blocks = len(z), len(self.draw_widths)
+        from rdpgan import kernels  # (as in _body)
+
+        rows, layout = len(z), self.layout
+        blocks = len(layout.draw_widths)
         if not blocks:  # a table without feature columns
             return np.zeros((rows, 0), dtype=np.int64)
         uniforms = rng.random((blocks, rows), dtype=np.float32)
@@ -349,7 +347,12 @@ class FrozenGenerator:
         np.matmul(head.T, self._body(z, y).T, out=logits)
         codes = np.empty((blocks, rows), dtype=np.int64)
         kernels.draw_codes(
-            logits, uniforms, self.draw_starts, self.draw_widths, self.draw_destinations, codes
+            logits,
+            uniforms,
+            layout.draw_starts,
+            layout.draw_widths,
+            layout.draw_destinations,
+            codes,
         )
         return codes.T
 

@@ -1,13 +1,14 @@
 """Sampling's compiled loops (numba): what numpy would run as several passes over arrays of
 megabytes, each read once here.
 
-A generator pass (of 4,096 rows, as timed here) spends most of its time in G's matrix
-products (BLAS); the rest is LayerNorm, exp and the inverse-transform draw of each block's
-code. As numpy calls these were a dozen passes over the pass's arrays and a product with an
-upper triangle per block for the cumulative sums: on Adult's generator, on an AVX2 CPU, about
-5 ms of a 20 ms pass, against about 1 ms here. Raking a pool of 524,288 rows took 0.24 s of
-numpy passes (bincount, gather, multiply) per pool, and takes 0.11 s here
-(:func:`rescale_and_count`). Whole-command figures: scripts/bench_sampling.py, results/speed.md.
+A generator pass spends most of its time in G's matrix products (BLAS); the rest is
+LayerNorm, exp and the inverse-transform draw of each block's code. As numpy calls these were a
+dozen passes over the pass's arrays and a product with an upper triangle per block for the
+cumulative sums. In an ad hoc profile (not committed) of one pass of 4,096 rows of Adult's
+generator on the AVX2-capped EPYC, they took about 5 ms of 20, and take about 1 ms here;
+raking a pool of 524,288 rows took 0.24 s of numpy passes (bincount, gather, multiply), and
+takes 0.11 s here (:func:`rescale_and_count`). What counts is the whole command:
+scripts/bench_sampling.py, results/speed.md.
 
 The loops are written so that LLVM vectorises them: each inner loop runs over a contiguous
 slice with its own loop index, and exp is a polynomial (numba has no vector exp of its own).
@@ -45,9 +46,14 @@ _HALF = np.float32(0.5)
 _ONE = np.float32(1.0)
 _ZERO = np.float32(0.0)
 _C0, _C1, _C2, _C3, _C4, _C5 = _EXP_POLYNOMIAL
+# The exp and the draw vectorise across rows (no sum across lanes), so they need none of
+# fastmath's reassociation, which would let LLVM fold the two parts of ln 2 back into one, nor
+# its no-NaN and no-infinity promises; LayerNorm's sum of squares needs reassociation to
+# vectorise, and takes all of fastmath.
+ROW_WISE = {"nsz", "arcp", "contract", "afn"}
 
 
-@numba.njit(inline="always", fastmath=True)
+@numba.njit(inline="always", fastmath=ROW_WISE)
 def _exp_pieces(x: np.float32) -> tuple[np.float32, np.int32]:
     """exp(x) for x <= 0 as (exp(t), the float32 bits of 2^n), x = n ln 2 + t: the product of
     the two, the second read through a float32 view of int32 scratch (numba has no scalar
@@ -60,7 +66,7 @@ def _exp_pieces(x: np.float32) -> tuple[np.float32, np.int32]:
     return p * t * t + t + _ONE, (n + np.int32(127)) << np.int32(23)
 
 
-@numba.njit(nogil=True, fastmath=True, cache=True)
+@numba.njit(nogil=True, fastmath=ROW_WISE, cache=True)
 def exp_nonpositive(x: np.ndarray, out: np.ndarray, exponent: np.ndarray) -> None:
     """``out[i] = exp(x[i])`` for ``x[i] <= 0`` (1-d float32 arrays, ``exponent`` int32
     scratch of the same length): the draw's exp, on its own so that tests can hold it against
@@ -88,7 +94,7 @@ def layer_norm(h: np.ndarray, lower: np.ndarray, divisor: np.float32, eps: np.fl
             row[k] = max(row[k] * scale, lower[k])
 
 
-@numba.njit(nogil=True, fastmath=True, cache=True)
+@numba.njit(nogil=True, fastmath=ROW_WISE, cache=True)
 def draw_codes(
     logits: np.ndarray,
     uniforms: np.ndarray,
@@ -103,11 +109,23 @@ def draw_codes(
     [0, 1); the code is written to ``codes[destinations[b]]`` ([blocks, rows] int64).
 
     Per block and row: its largest logit m, the sum S of exp(x - m) over its cells, and the
-    code is the first whose running sum (in the order S was summed) exceeds u · S, capped at
-    the block's last code (where u · S rounds up to S). Shifting by m keeps every exp within
-    (0, 1] and S >= 1, so nothing overflows or underflows.
+    code is the first whose running sum (in the order S was summed) exceeds u · S. For u < 1
+    that is one of the block's codes (u · S < S, and the running sum ends at S to the bit);
+    the code is capped at the block's last all the same, so that no uniform can write a code
+    past it. Shifting by m keeps every exp within (0, 1] and S >= 1: nothing overflows or
+    underflows. ValueError for a layout that does not fit the arrays (numba checks no index).
     """
-    rows = logits.shape[1]
+    cells, rows = logits.shape
+    blocks = starts.shape[0]
+    if widths.shape[0] != blocks or destinations.shape[0] != blocks:
+        raise ValueError("the blocks' starts, widths and destinations differ in number")
+    if uniforms.shape != (blocks, rows) or codes.shape != (blocks, rows):
+        raise ValueError("the uniforms or codes do not match the blocks and rows")
+    for b in range(blocks):
+        if widths[b] < 1 or starts[b] < 0 or starts[b] + widths[b] > cells:
+            raise ValueError("a block's cells lie outside the logits")
+        if not 0 <= destinations[b] < blocks:
+            raise ValueError("a block's destination lies outside the codes")
     top = np.empty(DRAW_ROWS, np.float32)
     total = np.empty(DRAW_ROWS, np.float32)
     running = np.empty(DRAW_ROWS, np.float32)
@@ -164,10 +182,39 @@ def rescale_and_count(
     the pool: each row's weight times its cell's ratio in this table (``cells``), then added to
     its cell's count in the next table (``next_cells``, into ``next_counts``, zeros). In row
     order, as numpy's bincount adds: the same sums to the last bit. IndexError for a cell
-    outside ``ratios`` or ``next_counts``."""
+    outside ``ratios`` or ``next_counts`` (numba checks no index)."""
+    if cells.shape[0] != weights.shape[0] or next_cells.shape[0] != weights.shape[0]:
+        raise ValueError("the weights and the cells differ in rows")
     for i in range(weights.shape[0]):
         cell, next_cell = cells[i], next_cells[i]
         if min(cell, next_cell) < 0 or cell >= ratios.shape[0] or next_cell >= next_counts.shape[0]:
             raise IndexError("a row's cell lies outside its table")
         weights[i] *= ratios[cell]
         next_counts[next_cell] += weights[i]
+
+
+@numba.njit(nogil=True, cache=True)
+def lexicographic_order(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The row indices that sort ``keys`` ([keys, rows]: each row's cell in each of a few
+    tables of ``sizes`` cells) by its first key, then its second, and so on, ties in row
+    order: numpy's ``lexsort(keys[::-1])``, by a counting sort per key (least significant
+    first), a few passes over the rows where lexsort compares. IndexError for a cell outside
+    its table."""
+    rows = keys.shape[1]
+    order = np.arange(rows)
+    scratch = np.empty(rows, np.int64)
+    for key in range(keys.shape[0] - 1, -1, -1):
+        cells, size = keys[key], sizes[key]
+        starts = np.zeros(size + 1, np.int64)
+        for i in range(rows):
+            if not 0 <= cells[i] < size:
+                raise IndexError("a row's cell lies outside its table")
+            starts[cells[i] + 1] += 1
+        for cell in range(size):
+            starts[cell + 1] += starts[cell]
+        for i in range(rows):
+            row = order[i]
+            scratch[starts[cells[row]]] = row
+            starts[cells[row]] += 1
+        order, scratch = scratch, order
+    return order

@@ -30,7 +30,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rdpgan import kernels
 from rdpgan.data.discretize import cell_index
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals, shrink_toward
@@ -154,6 +153,8 @@ def raking_weights(
     Each step rescales the rows of one table and counts the next table's cells under the new
     weights in the same pass (:func:`rdpgan.kernels.rescale_and_count`): on large pools the
     passes over the rows are what raking costs."""
+    from rdpgan import kernels  # (here: fitting imports this module, numba only samples)
+
     weights = np.full(cells.shape[1], 1.0 / max(cells.shape[1], 1))
     if not len(cells):
         return weights
@@ -299,9 +300,11 @@ class Raker:
         cell of the first is one contiguous run (kept to within one row of its weight), each
         of the second nearly so, and so on.
         """
+        from rdpgan import kernels  # (as in raking_weights)
+
         cells, targets = self._tables(codes, labels)
-        keys = cells[:SORTED_TABLES][::-1]
-        order = np.lexsort(keys) if len(keys) else np.arange(len(codes))
+        sizes = np.asarray([len(target) for target in targets[:SORTED_TABLES]], np.int64)
+        order = kernels.lexicographic_order(cells[:SORTED_TABLES], sizes)
         weights = raking_weights(cells, targets)[order]
         return rng.permutation(order[systematic_resample(weights, n, rng)])
 
