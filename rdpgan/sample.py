@@ -5,9 +5,11 @@ written ``chunk_size`` at a time, so memory stays bounded whatever ``n`` is, int
 beside ``out`` that replaces it only once complete: no reader ever sees a half-written file, and a
 failure leaves nothing behind. Chunk ``i`` is ``model.sample(size_i, label, seed=chunk_seed(seed,
 i))``, so the file is a pure function of (model, its sampling settings, n, label, seed,
-chunk_size), on one kind of CPU and numpy build (float32 products may round otherwise elsewhere)
-and one rdpgan version: a run saved with ``model.sample_pool`` null rakes at this version's
-default pool (32 since b31ba30, 4 before: ``sample_pool=4`` gives the earlier files).
+chunk_size), on one kind of CPU, numpy build and numba build (float32 products and sums may
+round otherwise elsewhere) and one rdpgan version (files made before 807d16c, before sampling's
+compiled loops and passes of 2,048 rows settled, differ in their rows). A run saved with
+``model.sample_pool`` null rakes at this version's default pool (32 since b31ba30, 4 before:
+``sample_pool=4`` gives the earlier files).
 ``sample_pool``, ``herding_pool``, ``herding_pairs`` and ``tilt_sampling`` override the run's
 sampling settings for this file only: ``sample_pool=1`` skips raking (many times faster, farther
 from the released pairs), ``herding_pool=1`` then keeps every generated row (no herding: faster
@@ -16,7 +18,8 @@ columns alone (faster). Whether herding follows pairs is decided once for the fi
 ``n``. (Runs saved at a38efaf recorded ``herding_pairs`` null when null meant no pairs: they
 now herd pairs where the rule says so; ``herding_pairs=false`` gives their earlier files.)
 
-Speed: nothing here imports torch or the DP machinery (sampling is numpy, :mod:`rdpgan.frozen`).
+Speed: nothing here imports torch or the DP machinery (sampling is numpy and numba's compiled
+loops, :mod:`rdpgan.frozen`, :mod:`rdpgan.kernels`).
 Chunks are generated and converted to Arrow tables by a pool of threads (one per CPU core, each
 with a single-threaded BLAS: whole chunks in parallel beat parallel matrix products, since
 random draws and decoding are serial) while earlier chunks are written, in order, by Arrow's C++

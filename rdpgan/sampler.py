@@ -3,8 +3,8 @@ released statistics it samples labels from and is tilted and raked toward, and t
 
 All of it is post-processing of releases (sampling spends no privacy), and none of it needs
 the DP machinery or torch: a saved model is loaded (:mod:`rdpgan.fitted`) and sampled with
-numpy alone (:mod:`rdpgan.frozen`), its random draws from numpy's generator seeded by the
-call's ``seed``.
+numpy and a few compiled loops (:mod:`rdpgan.frozen`, :mod:`rdpgan.kernels`), its random
+draws from numpy's generator seeded by the call's ``seed``.
 """
 
 from __future__ import annotations
