@@ -317,8 +317,12 @@ class Raker:
         released, shares, only = self.released, self.shares, self.only
         pairs = list(zip(released.pairs, released.joint, strict=True)) if only is None else []
         tables = len(released.by_class) + len(pairs) + int(only is None)
+        # Cells in the narrowest integers every table's cells fit: raking's passes read the
+        # cells of every row dozens of times, and two sampling workers share the memory.
+        largest = max([t.size for t in released.by_class] + [j.size for _, j in pairs] + [1])
+        kind = np.min_scalar_type(-max(largest, len(shares)))
         if self.cells is None or self.cells.shape != (tables, len(labels)):
-            self.cells = np.empty((tables, len(labels)), dtype=np.int64)
+            self.cells = np.empty((tables, len(labels)), dtype=kind)
         cells = self.cells  # reused from pool to pool (fresh pages cost their first touch)
         codes = np.asfortranarray(codes).T  # [column, row] (sampling's pools: as they are)
         targets = []

@@ -246,8 +246,9 @@ def cell_index(
 ) -> np.ndarray:
     """Per row, the index of its cell in the joint table of ``columns`` (codes with ``sizes``
     codes each), row-major: the one place that turns several codes into one. Written into
-    ``out`` (int64, one entry per row) if given: raking indexes every row of every pool in
-    dozens of tables, and fresh arrays there cost their pages' first touch."""
+    ``out`` (integers wide enough for the table's cells, one entry per row) if given: raking
+    indexes every row of every pool in dozens of tables, and fresh arrays there cost their
+    pages' first touch."""
     index = np.empty(len(columns[0]), dtype=np.int64) if out is None else out
     np.copyto(index, columns[0], casting="same_kind")  # (codes, never floats)
     for codes, size in zip(columns[1:], sizes[1:], strict=True):
