@@ -110,10 +110,11 @@ def draw_codes(
 
     Per block and row: its largest logit m, the sum S of exp(x - m) over its cells, and the
     code is the first whose running sum (in the order S was summed) exceeds u · S. For u < 1
-    that is one of the block's codes (u · S < S, and the running sum ends at S to the bit);
-    the code is capped at the block's last all the same, so that no uniform can write a code
-    past it. Shifting by m keeps every exp within (0, 1] and S >= 1: nothing overflows or
-    underflows. ValueError for a layout that does not fit the arrays (numba checks no index).
+    that is one of the block's codes where the running sum ends at S to the bit (u · S < S);
+    the code is capped at the block's last all the same, so that no uniform, and no compiler
+    that sums the two otherwise, can write a code past it. Shifting by m keeps every exp
+    within (0, 1] and S >= 1: nothing overflows or underflows. ValueError for a layout that
+    does not fit the arrays (numba checks no index).
     """
     cells, rows = logits.shape
     blocks = starts.shape[0]
@@ -121,11 +122,13 @@ def draw_codes(
         raise ValueError("the blocks' starts, widths and destinations differ in number")
     if uniforms.shape != (blocks, rows) or codes.shape != (blocks, rows):
         raise ValueError("the uniforms or codes do not match the blocks and rows")
+    written = np.zeros(blocks, np.bool_)
     for b in range(blocks):
         if widths[b] < 1 or starts[b] < 0 or starts[b] + widths[b] > cells:
             raise ValueError("a block's cells lie outside the logits")
-        if not 0 <= destinations[b] < blocks:
-            raise ValueError("a block's destination lies outside the codes")
+        if not 0 <= destinations[b] < blocks or written[destinations[b]]:
+            raise ValueError("the blocks' destinations are not one each of the codes' rows")
+        written[destinations[b]] = True
     top = np.empty(DRAW_ROWS, np.float32)
     total = np.empty(DRAW_ROWS, np.float32)
     running = np.empty(DRAW_ROWS, np.float32)
@@ -200,6 +203,8 @@ def lexicographic_order(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     order: numpy's ``lexsort(keys[::-1])``, by a counting sort per key (least significant
     first), a few passes over the rows where lexsort compares. IndexError for a cell outside
     its table."""
+    if sizes.shape[0] != keys.shape[0]:
+        raise ValueError("a size per key")
     rows = keys.shape[1]
     order = np.arange(rows)
     scratch = np.empty(rows, np.int64)

@@ -6,8 +6,8 @@ beside ``out`` that replaces it only once complete: no reader ever sees a half-w
 failure leaves nothing behind. Chunk ``i`` is ``model.sample(size_i, label, seed=chunk_seed(seed,
 i))``, so the file is a pure function of (model, its sampling settings, n, label, seed,
 chunk_size), on one kind of CPU, numpy build and numba build (float32 products and sums may
-round otherwise elsewhere) and one rdpgan version (files made before 1f589f5, where sampling's
-compiled loops, passes of 2,048 rows and latent draws settled, differ in their rows). A run
+round otherwise elsewhere) and one rdpgan version (files made before 807d16c, where sampling's
+compiled loops and passes of 2,048 rows settled, differ in their rows). A run
 saved with ``model.sample_pool`` null rakes at this version's default pool (32 since b31ba30, 4
 before: ``sample_pool=4`` gives the earlier files).
 ``sample_pool``, ``herding_pool``, ``herding_pairs`` and ``tilt_sampling`` override the run's

@@ -145,3 +145,12 @@ def test_lexicographic_order_is_numpys_lexsort():
         assert np.array_equal(kernels.lexicographic_order(keys[:count], sizes[:count]), expected)
     with pytest.raises(IndexError):
         kernels.lexicographic_order(keys, sizes - 1)
+    with pytest.raises(ValueError):  # a size per key
+        kernels.lexicographic_order(keys, sizes[:2])
+
+
+def test_draw_codes_refuses_two_blocks_written_to_one_row_of_codes():
+    """(Another row of codes would keep whatever its memory held.)"""
+    arrays = (np.zeros((6, 4), np.float32), np.zeros((2, 4), np.float32), np.array([0, 3]))
+    with pytest.raises(ValueError):
+        kernels.draw_codes(*arrays, np.array([3, 3]), np.array([0, 0]), np.zeros((2, 4), np.int64))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from rdpgan import sampler
+from rdpgan import postprocess, sampler
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals
 from rdpgan.measure import conditional_distributions
@@ -352,3 +352,22 @@ def test_the_tilts_noise_limit_is_derived_from_adults_validation_rounds_alone():
     cells = derive_tilt_limit.load()
     assert derive_tilt_limit.derived_limit(cells) == sampler.TILT_NOISE_LIMIT
     assert cells["tilt_helped"].any() and not cells["tilt_helped"].all()
+
+
+def test_raking_narrow_cells_pick_the_rows_wide_cells_pick(monkeypatch):
+    """Raking keeps a pool's cells in the narrowest integers its tables fit (int8 here): the
+    same rows kept as with int64 cells."""
+    rng = np.random.default_rng(5)
+    codes = skewed_pool(rng, 3000)
+    labels = rng.integers(0, 2, size=3000)
+    by_class = [np.stack([TARGETS[c], TARGETS[c][::-1]]) for c in range(2)]
+    maps = [np.arange(3), np.array([0, 0, 1, 1])]
+    joint = np.array([[0.4, 0.0], [0.2, 0.1], [0.0, 0.3]])
+    released = Marginals(by_class, [(0, 1)], [joint], maps)
+    raker = Raker(released, np.array([0.5, 0.5]))
+    narrow = raker(codes, labels, 1000, np.random.default_rng(6))
+    assert raker.cells is not None and raker.cells.dtype == np.int8
+    monkeypatch.setattr(postprocess, "cell_type", lambda _: np.dtype(np.int64))
+    wide = Raker(released, np.array([0.5, 0.5]))
+    assert np.array_equal(wide(codes, labels, 1000, np.random.default_rng(6)), narrow)
+    assert wide.cells is not None and wide.cells.dtype == np.int64
