@@ -223,3 +223,25 @@ def lexicographic_order(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
             starts[cells[row]] += 1
         order, scratch = scratch, order
     return order
+
+
+def compile_for_sampling() -> None:
+    """Compiles every kernel for the array types sampling passes it (raking's cells in each
+    integer width :func:`rdpgan.postprocess.cell_type` picks), into numba's cache beside this
+    file: scripts/setup.sh calls it, so that the first sampling command after installing loads
+    the kernels rather than compiling them (seconds)."""
+    f32, i64 = np.float32, np.int64
+    layer_norm(np.zeros((1, 2), f32), np.zeros(2, f32), f32(1), f32(1e-5))
+    ones = np.ones(1, i64)
+    draw_codes(
+        np.zeros((1, 1), f32),
+        np.zeros((1, 1), f32),
+        ones - 1,
+        ones,
+        ones - 1,
+        np.zeros((1, 1), i64),
+    )
+    for kind in (np.int8, np.int16, np.int32, np.int64):
+        cells = np.zeros((1, 1), kind)
+        rescale_and_count(np.ones(1), cells[0], np.ones(1), cells[0], np.zeros(1))
+        lexicographic_order(cells, ones)

@@ -116,8 +116,8 @@ def startup_seconds(
 ) -> list[float]:
     """Wall seconds of ``python -m rdpgan.sample run_dir=... n=1000`` in ``runs`` fresh
     processes, one after another: what a user waits for a small sample. With ``numba_cache``,
-    numba caches its kernels there: empty, the first run compiles them, as the first command
-    after installing does; filled by such a run, every run loads them."""
+    numba caches its kernels there: empty, the first run compiles them; filled by such a run,
+    every run loads them."""
     env = None if numba_cache is None else {**os.environ, "NUMBA_CACHE_DIR": str(numba_cache)}
     command = [
         sys.executable,
@@ -288,8 +288,8 @@ def main() -> None:
         f"max {startup[-1]:.2f} s; issue 29's bar: ≤ {BAR_STARTUP_SECONDS:.0f} s: "
         f"**{'met' if statistics.median(startup) <= BAR_STARTUP_SECONDS else 'not met'}** "
         f"(median). These runs load sampling's compiled kernels from numba's cache; one run "
-        f"before them, with the cache empty (as the first command after installing, which "
-        f"compiles them), took {compiling:.2f} s.",
+        f"before them, with the cache empty, which compiles them, took {compiling:.2f} s "
+        f"(scripts/setup.sh compiles them as it installs, for the CPU it runs on).",
         "",
         f"Adult model with the default sizes ({source}); {n:,} rows in chunks of {chunk:,}, "
         f"{workers} worker thread(s) as the CLI picks, "

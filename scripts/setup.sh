@@ -31,7 +31,10 @@ fi
 # Skip the resolver when this exact tree is already installed (keeps CI and re-runs fast).
 stamp=".setup-stamp"
 digest=$(sha256sum pyproject.toml | cut -c1-16)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ] || ! installed_here || ! have opacus hydra xgboost sklearn pytest xdist dp_accounting; then
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ] || ! installed_here || ! have opacus hydra xgboost sklearn pytest xdist dp_accounting numba; then
   pip_install -e ".[dev]"
   echo "$digest" > "$stamp"
 fi
+# Sampling's kernels compiled once, here, into numba's cache beside rdpgan/kernels.py (for this
+# CPU), rather than by the first sampling command (seconds; a cached one loads them).
+"$PY" -c "from rdpgan import kernels; kernels.compile_for_sampling()"

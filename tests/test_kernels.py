@@ -154,3 +154,33 @@ def test_draw_codes_refuses_two_blocks_written_to_one_row_of_codes():
     arrays = (np.zeros((6, 4), np.float32), np.zeros((2, 4), np.float32), np.array([0, 3]))
     with pytest.raises(ValueError):
         kernels.draw_codes(*arrays, np.array([3, 3]), np.array([0, 0]), np.zeros((2, 4), np.int64))
+
+
+def test_compile_for_sampling_compiles_what_sampling_calls():
+    """After compile_for_sampling (what scripts/setup.sh runs), a generator's pass and raking
+    (int8 cells here) compile nothing more: every type they pass was compiled, and cached."""
+    import torch
+
+    from rdpgan.frozen import FrozenGenerator
+    from rdpgan.marginals import Marginals
+    from rdpgan.models import Generator
+    from rdpgan.postprocess import Raker
+    from rdpgan.transform import Span
+
+    kernels.compile_for_sampling()
+    dispatchers = [kernels.layer_norm, kernels.draw_codes, kernels.rescale_and_count]
+    dispatchers.append(kernels.lexicographic_order)
+    compiled = [list(d.signatures) for d in dispatchers]
+    torch.manual_seed(0)
+    generator = Generator(4, 2, [8], (Span(0, 3), Span(3, 7)), width=7).eval()
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(50, 4)).astype(np.float32)
+    y = np.eye(2, dtype=np.float32)[rng.integers(0, 2, 50)]
+    codes = FrozenGenerator.of(generator).sample_codes(z, y, rng)
+    labels = rng.integers(0, 2, 50)
+    by_class = [np.full((2, 3), 1 / 3), np.full((2, 4), 1 / 4)]
+    released = Marginals(
+        by_class, [(0, 1)], [np.full((3, 4), 1 / 12)], [np.arange(3), np.arange(4)]
+    )
+    Raker(released, np.array([0.5, 0.5]))(codes, labels, 10, rng)
+    assert [list(d.signatures) for d in dispatchers] == compiled
