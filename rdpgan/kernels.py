@@ -140,7 +140,7 @@ def draw_codes(
     for first in range(0, rows, DRAW_ROWS):
         last = min(first + DRAW_ROWS, rows)
         m = last - first
-        for b in range(starts.shape[0]):
+        for b in range(blocks):
             start, width = starts[b], widths[b]
             cell = logits[start, first:last]
             for i in range(m):

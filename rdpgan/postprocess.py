@@ -158,7 +158,12 @@ def raking_weights(
     weights = np.full(cells.shape[1], 1.0 / max(cells.shape[1], 1))
     if not len(cells):
         return weights
-    current = np.bincount(cells[0], weights=weights, minlength=len(targets[0]))
+
+    def counts(table: int) -> np.ndarray:
+        """Table ``table``'s weighted cell counts, as the weights are."""
+        return np.bincount(cells[table], weights=weights, minlength=len(targets[table]))
+
+    current = counts(0)
     previous = np.inf
     for _ in range(sweeps):
         furthest = 0.0
@@ -170,9 +175,7 @@ def raking_weights(
             reachable = current > 0
             goal = np.where(reachable, target, 0.0)
             if goal.sum() <= 0:
-                current = np.bincount(
-                    cells[following], weights=weights, minlength=len(targets[following])
-                )
+                current = counts(following)
                 continue
             goal = (
                 1 - RAKING_FLOOR
@@ -325,8 +328,8 @@ class Raker:
         released, shares, only = self.released, self.shares, self.only
         pairs = list(zip(released.pairs, released.joint, strict=True)) if only is None else []
         tables = len(released.by_class) + len(pairs) + int(only is None)
-        largest = max([t.size for t in released.by_class] + [j.size for _, j in pairs] + [1])
-        kind = cell_type(max(largest, len(shares)))
+        sizes = [t.size for t in released.by_class] + [j.size for _, j in pairs] + [len(shares)]
+        kind = cell_type(max(sizes))
         if (
             self.cells is None
             or self.cells.shape != (tables, len(labels))

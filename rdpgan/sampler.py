@@ -31,10 +31,11 @@ from rdpgan.transform import TableTransformer
 
 # Rows per generator pass when sampling: each pass's arrays (rows × ~700 floats) then stay near
 # the cache. With numpy's passes (to 7ba724d), passes of 2k and 4k rows ran alike on 2 CPU
-# workers (within 5%), 16k a fifth slower; with the compiled loops (rdpgan.kernels), passes of
-# 2k ran 4% faster than 4k in two sittings on the AVX2-capped EPYC (results/speed.md at
-# 61a5df6 and 59c753c: 13,425 against 12,887 raked rows/s, and 14,697 against 14,068), while
-# G's products alone run alike at 1k, 2k and 4k rows (within 4%, ad hoc).
+# workers (within 5%), 16k a fifth slower. With the compiled loops (rdpgan.kernels), the part
+# of results/speed.md made at 61a5df6 (committed in 59c753c) timed passes of 2k 4% faster than
+# 4k (13,425 against 12,887 raked rows/s, on the AVX2-capped EPYC); the parts made since, at
+# 2k, time 1k and 4k beside it (at 001d8eb: 14,918 and 14,600 against 14,922). G's products
+# alone ran alike at 1k, 2k and 4k rows (within 4%, ad hoc).
 SAMPLE_CHUNK = 2_048
 # Generated rows held at once when raking: output rows are raked in blocks of RAKING_ROWS //
 # sample_pool (16,384 at a pool of 32), each matched to the released marginals on its own, so
