@@ -247,13 +247,12 @@ class TrainConfig:
     # (results/tuning_fidelity.csv, round 25).
     simultaneous_steps: bool | None = None
     progress: bool = True
-    # Save the training state at most every N discriminator steps (0: no limit in steps) ...
-    checkpoint_every: int = 500
-    # ... and at least every this many seconds of training, the first one after
-    # first_checkpoint_seconds (0: by steps only): a crash or Ctrl-C never loses more, and
-    # privacy is never charged further ahead of the last checkpoint than one interval.
-    checkpoint_seconds: float = 30.0
-    first_checkpoint_seconds: float = 10.0
+    # Save the training state every this share of the planned discriminator steps (after the
+    # first step, then in blocks): a crash or Ctrl-C loses at most two blocks, and privacy is
+    # never charged further ahead of the last checkpoint (results/crash_resume.md).
+    checkpoint_share: float = 0.02
+    # Blocks of this many steps instead (0: by checkpoint_share).
+    checkpoint_every: int = 0
     # CPU threads for torch (null: rdpgan.threads' policy, one; see results/speed.md).
     threads: int | None = None
 
@@ -269,9 +268,16 @@ RECORDED_BEFORE: dict[str, Any] = {
 }
 
 
+# Training settings that runs once recorded and that no longer exist: checkpoints once came
+# by measured pace (a pace that follows the secret batch sizes), now by steps alone.
+RETIRED = ("checkpoint_seconds", "first_checkpoint_seconds")
+
+
 def with_absent_train_settings(train: dict[str, Any]) -> dict[str, Any]:
-    """A recorded ``train`` section, with :data:`RECORDED_BEFORE` for the settings it lacks."""
-    return {**RECORDED_BEFORE, **train}
+    """A recorded ``train`` section, with :data:`RECORDED_BEFORE` for the settings it lacks
+    and without the :data:`RETIRED` ones."""
+    kept = {key: value for key, value in train.items() if key not in RETIRED}
+    return {**RECORDED_BEFORE, **kept}
 
 
 @dataclass

@@ -388,6 +388,8 @@ def _train(
         history = run_steps(trainer, ledger, cfg, first_step, last, saver, history)
     finally:
         trainer.close()
+        if saver is not None:
+            saver.close()  # the last save is on disk before anything else is released
     trainer.finish()
     if distributed.rank() == 0:
         ledger.on_record = lambda: _ledger_to_disk(model, checkpoint_dir)

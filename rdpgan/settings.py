@@ -3,8 +3,6 @@ late (after a release, with its privacy spent) or deep inside numpy or torch."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
@@ -45,14 +43,15 @@ def validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainCo
     for name, value in counts.items():  # a fraction would fail in calibration, after releases
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise UserInputError(f"{name} must be a whole number, got {value}")
-    checkpoints = {
-        "train.checkpoint_every": train.checkpoint_every,
-        "train.checkpoint_seconds": train.checkpoint_seconds,
-        "train.first_checkpoint_seconds": train.first_checkpoint_seconds,
-    }
-    for name, value in checkpoints.items():
-        if not (math.isfinite(value) and value >= 0):
-            raise UserInputError(f"{name} must be a finite number >= 0 (0: off), got {value}")
+    if not 0.0 < train.checkpoint_share <= 1.0:
+        raise UserInputError(
+            f"train.checkpoint_share must be in (0, 1], got {train.checkpoint_share}"
+        )
+    every = train.checkpoint_every
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise UserInputError(
+            f"train.checkpoint_every must be a whole number >= 0 (0: by share), got {every}"
+        )
     rate = train.max_sample_rate
     if not 0.0 < rate <= 1.0:
         raise UserInputError(f"train.max_sample_rate must be in (0, 1], got {rate}")

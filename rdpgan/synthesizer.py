@@ -46,9 +46,9 @@ class DPCGAN(FittedModel):
         brings its cost and notes into this run's ledger, composed with everything else; a
         declared schema (Schema or column specs) is public and costs nothing.
 
-        With ``checkpoint_dir``, the training state is saved about every
-        ``train.checkpoint_seconds`` (at most every ``train.checkpoint_every`` steps) so that
-        :meth:`resume` can continue after a crash or Ctrl-C.
+        With ``checkpoint_dir``, the training state is saved every
+        ``train.checkpoint_share`` of the planned steps (or ``train.checkpoint_every`` steps)
+        so that :meth:`resume` can continue after a crash or Ctrl-C.
         """
         from rdpgan import fitting
         from rdpgan.privacy.private_schema import SchemaRelease

@@ -206,9 +206,10 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"train": TrainConfig(generator_ema=-0.1)}, "generator_ema"),
         ({"train": TrainConfig(generator_ema=None)}, "generator_ema"),
         ({"train": TrainConfig(generator_ema=True)}, "generator_ema"),
-        ({"train": TrainConfig(checkpoint_seconds=float("nan"))}, "checkpoint_seconds"),
-        ({"train": TrainConfig(checkpoint_seconds=float("inf"))}, "checkpoint_seconds"),
-        ({"train": TrainConfig(first_checkpoint_seconds=-1.0)}, "first_checkpoint_seconds"),
+        ({"train": TrainConfig(checkpoint_share=float("nan"))}, "checkpoint_share"),
+        ({"train": TrainConfig(checkpoint_share=0.0)}, "checkpoint_share"),
+        ({"train": TrainConfig(checkpoint_share=1.5)}, "checkpoint_share"),
+        ({"train": TrainConfig(checkpoint_every=2.5)}, "checkpoint_every"),
         ({"train": TrainConfig(checkpoint_every=-5)}, "checkpoint_every"),
     ],
 )
