@@ -42,6 +42,7 @@ from scipy.special import log_ndtr
 
 from rdpgan.privacy.budget import ACCOUNTANTS
 from rdpgan.privacy.moments import MomentsAccountant, merge_step
+from rdpgan.privacy.moments import get_privacy_spent as moments_privacy_spent
 
 History = list[tuple[float, float, int]]  # (noise_multiplier, sample_rate, steps)
 
@@ -102,6 +103,59 @@ def is_upper_bound(kind: str) -> bool:
     """Whether ``kind``'s epsilon is a guaranteed upper bound (False only for CLT-based gdp)."""
     _check_kind(kind)
     return kind != "gdp"
+
+
+# How far a run's fixed order sits from 1, as a share of the Gaussian proxy's best order's
+# distance (see fixed_order). Chosen from public plan shapes alone (sampling rates 0.002 to 0.1,
+# 800 steps, no data): scripts/fixed_order_cost.py.
+ORDER_SHRINK = 0.75
+
+
+def fixed_order(kind: str, target_epsilon: float, delta: float) -> float | None:
+    """The one Rényi order at which a run's ledger evaluates rdp and moments (None for prv,
+    gdp), fixed from the target and delta alone, before any release.
+
+    Why one order: the plan (sampling rate, sigma, steps, which releases happen) follows
+    released values, and RDP composes adaptively chosen mechanisms only at a fixed order (a
+    Rényi filter, Feldman & Zrnic 2021): the best order picked after the plan would be a bound
+    proven for no construction. The order is the best one for a Gaussian mechanism that spends
+    exactly ``target_epsilon`` at ``delta`` (its RDP is linear in the order), moved toward 1 by
+    :data:`ORDER_SHRINK`: a subsampled Gaussian's RDP grows faster than linearly, which puts
+    its best order lower, the more so the smaller the sampling rate
+    (results/fixed_order_cost.md: what fixing it costs in noise).
+    """
+    _check_kind(kind)
+    _check_delta(delta)
+    if kind not in ("rdp", "moments") or not target_epsilon > 0:
+        return None
+    if kind == "rdp":
+        orders = np.asarray(RDP_ORDERS, dtype=float)
+
+        def best(scale: float) -> tuple[float, float]:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Optimal order is the")
+                eps, order = rdp_analysis.get_privacy_spent(
+                    orders=list(orders), rdp=scale * orders, delta=delta
+                )
+            return float(eps), float(order)
+
+    else:
+        orders = np.asarray(MomentsAccountant.DEFAULT_ORDERS, dtype=float)
+
+        def best(scale: float) -> tuple[float, float]:
+            eps, order = moments_privacy_spent(
+                orders=orders, log_moments=scale * orders * (orders + 1), delta=delta
+            )
+            return float(eps), float(order)
+
+    low, high = 0.0, 1.0
+    while best(high)[0] < target_epsilon:
+        high *= 2.0
+    for _ in range(100):  # the scale at which the best order spends the target
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if best(middle)[0] < target_epsilon else (low, middle)
+    order = 1.0 + ORDER_SHRINK * (best(high)[1] - 1.0)
+    return float(max(1, round(order))) if kind == "moments" else round(order, 2)
 
 
 # --------------------------------------------------------------------------------------- gdp
@@ -288,8 +342,11 @@ def make_accountant(kind: str, history: History | None = None) -> IAccountant:
     return accountant
 
 
-def epsilon(kind: str, history: History, delta: float) -> float:
+def epsilon(kind: str, history: History, delta: float, order: float | None = None) -> float:
     """Epsilon spent by the whole ``history`` at ``delta`` (0.0 for an empty history).
+
+    ``order``: the one Rényi order rdp and moments evaluate at (:func:`fixed_order`; None:
+    the best of their orders, valid only for a plan fixed in advance). Ignored by prv and gdp.
 
     An upper bound for rdp, moments and prv (PRV: the upper end of its error interval); a CLT
     approximation for gdp. Never nan: a non-finite result is reported as inf. Accountant
@@ -304,7 +361,7 @@ def epsilon(kind: str, history: History, delta: float) -> float:
     if any(sigma == 0 for sigma, _, _ in history):
         return math.inf  # a noiseless release of private data
     if kind == "rdp":
-        eps = _rdp_epsilon(history, delta)
+        eps = _rdp_epsilon(history, delta, RDP_ORDERS if order is None else (order,))
     elif kind == "gdp":
         eps = gdp_epsilon(_gdp_mu(history), delta)
     elif kind == "prv":
@@ -312,20 +369,20 @@ def epsilon(kind: str, history: History, delta: float) -> float:
     else:
         accountant = MomentsAccountant()
         accountant.history = history
-        eps = accountant.get_epsilon(delta=delta)
+        eps = accountant.get_epsilon(delta=delta, orders=None if order is None else (int(order),))
     eps = float(eps)
     if math.isnan(eps):
         return math.inf
     return max(eps, 0.0)
 
 
-def _epsilon_or_inf(kind: str, history: History, delta: float) -> float:
+def _epsilon_or_inf(kind: str, history: History, delta: float, order: float | None = None) -> float:
     """Epsilon for search purposes: any failure counts as infeasible (inf)."""
     try:
         with warnings.catch_warnings():
             # "optimal order is the largest alpha" etc. are expected at the search's extremes.
             warnings.simplefilter("ignore")
-            eps = epsilon(kind, history, delta)
+            eps = epsilon(kind, history, delta, order)
     except Exception:  # e.g. Opacus PRV/GDP numerical errors at extreme inputs
         return math.inf
     return eps if math.isfinite(eps) else math.inf
@@ -388,6 +445,7 @@ def max_steps(
     target_epsilon: float,
     delta: float,
     limit: int = 10_000_000,
+    order: float | None = None,
 ) -> int:
     """Largest T in [0, limit] with ``epsilon(prior + [(sigma, q, T)]) <= target_epsilon``.
 
@@ -406,7 +464,7 @@ def max_steps(
 
     def excess(steps: float) -> float:
         history = [*prior, (noise_multiplier, sample_rate, int(steps))]
-        return _epsilon_or_inf(kind, history, delta) - target_epsilon
+        return _epsilon_or_inf(kind, history, delta, order) - target_epsilon
 
     if limit == 0 or excess(0) > 0:
         return 0
@@ -416,7 +474,9 @@ def max_steps(
     good, g_good = 1, g1
     start = 2
     if kind == "prv":
-        start = max_steps("rdp", prior, noise_multiplier, sample_rate, target_epsilon, delta, limit)
+        start = max_steps(
+            "rdp", prior, noise_multiplier, sample_rate, target_epsilon, delta, limit, order
+        )
     trial = min(max(start, 2), limit)
     while True:  # find an infeasible end (or the limit), doubling up from a feasible one
         if trial <= good:
@@ -442,6 +502,7 @@ def calibrate_noise_multiplier(
     steps: int,
     target_epsilon: float,
     delta: float,
+    order: float | None = None,
 ) -> float:
     """Smallest sigma (to ``SIGMA_RTOL`` relative) with ``epsilon(prior + [(sigma, q, steps)])
     <= target_epsilon``, so that a planned run ends exactly at the budget.
@@ -459,7 +520,7 @@ def calibrate_noise_multiplier(
     steps = int(steps)
     prior = _as_history(prior)
 
-    prior_eps = _epsilon_or_inf(kind, prior, delta)
+    prior_eps = _epsilon_or_inf(kind, prior, delta, order)
     if not prior_eps <= target_epsilon:
         raise ValueError(
             f"the earlier releases alone spend epsilon={prior_eps:.4g} ({kind}, delta={delta:g}),"
@@ -468,13 +529,13 @@ def calibrate_noise_multiplier(
 
     def excess(log_sigma: float) -> float:
         history = [*prior, (math.exp(log_sigma), sample_rate, steps)]
-        return _epsilon_or_inf(kind, history, delta) - target_epsilon
+        return _epsilon_or_inf(kind, history, delta, order) - target_epsilon
 
     start, step = 0.0, math.log(2.0)
     if kind == "prv":  # PRV needs a little less noise than RDP: start there, step finely
         try:
             rdp_sigma = calibrate_noise_multiplier(
-                "rdp", prior, sample_rate, steps, target_epsilon, delta
+                "rdp", prior, sample_rate, steps, target_epsilon, delta, order
             )
             start, step = math.log(rdp_sigma), math.log(1.25)
         except ValueError:  # RDP cannot fit the plan, PRV (tighter) may: search from sigma=1

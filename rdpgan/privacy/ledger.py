@@ -79,6 +79,11 @@ class PrivacyLedger:
         self.epsilon_target = float(epsilon_target)
         self.delta = float(delta)
         self.accountant = accountant
+        # The one Rényi order rdp and moments compose at, fixed here before any release (a
+        # filter at a fixed order holds for a plan chosen from released values); None: prv, gdp.
+        self.order = (
+            accountants.fixed_order(accountant, epsilon_target, delta) if self.private else None
+        )
         self.releases: list[Release] = []
         self.notes: list[str] = []
         # "os-entropy", or "seeded" when privacy.noise_seed makes the noise reproducible.
@@ -129,7 +134,8 @@ class PrivacyLedger:
         return accountant_delta(self.delta, (r.to_dict() for r in self.releases))
 
     def cost(self, release: Release) -> float | None:
-        """The epsilon (at this ledger's delta) of ``release`` on its own, for the record.
+        """The epsilon (at this ledger's delta, at its best order) of ``release`` as a mechanism
+        on its own, for the record.
 
         The run's total is not the sum of these: the accountant composes the Gaussian releases
         together, which costs less than adding them up.
@@ -150,11 +156,22 @@ class PrivacyLedger:
     ) -> float:
         """The least noise multiplier with which ``steps`` Gaussian steps at ``sample_rate``
         fit into epsilon ``target``, after the releases recorded so far (or ``alone``). A plan
-        no noise can fit is a settings problem, reported in one line."""
+        no noise can fit is a settings problem, reported in one line.
+
+        Composed with the releases so far, epsilon is the ledger's own, at its fixed order;
+        ``alone``, it is the release's epsilon as a mechanism on its own, at its best order: a
+        choice of noise from public numbers, whose cost the ledger then composes at its order.
+        """
         prior = [] if alone else self.history()
         try:
             return accountants.calibrate_noise_multiplier(
-                self.accountant, prior, sample_rate, steps, target, self.accountant_delta
+                self.accountant,
+                prior,
+                sample_rate,
+                steps,
+                target,
+                self.accountant_delta,
+                None if alone else self.order,
             )
         except ValueError as exc:
             raise UserInputError(f"{exc} (raise epsilon or change the budget split)") from exc
@@ -168,7 +185,12 @@ class PrivacyLedger:
         if not self.private:
             return math.inf
         mechanisms = [r.to_dict() for r in (*self.releases, *planned)]
-        ledger = {"accountant": self.accountant, "delta": self.delta, "mechanisms": mechanisms}
+        ledger = {
+            "accountant": self.accountant,
+            "order": self.order,
+            "delta": self.delta,
+            "mechanisms": mechanisms,
+        }
         return recompute_epsilon(ledger)
 
     def record(self, release: Release) -> Release:
@@ -201,6 +223,7 @@ class PrivacyLedger:
             self.gaussian_budget(),
             self.accountant_delta,
             limit=max_steps,
+            order=self.order,
         )
         self._step_limits[name] = min(max_steps, affordable)
         self.releases.append(release)
@@ -228,7 +251,7 @@ class PrivacyLedger:
                 raise ValueError("only an open DP-SGD release can be prepaid")
             open_release.steps += min(prepaid_steps, self.steps_left(self.releases[-1]))
         view = PrivacyLedger(self.epsilon_target, self.delta, self.accountant)
-        view.releases, view.notes = releases, list(self.notes)
+        view.releases, view.notes, view.order = releases, list(self.notes), self.order
         spent = view.epsilon()
         for release in releases:
             if release.name in self._step_limits:
@@ -238,6 +261,7 @@ class PrivacyLedger:
             "epsilon_spent": spent if math.isfinite(spent) else None,
             "delta": self.delta,
             "accountant": self.accountant,
+            "order": self.order,
             "accountant_is_upper_bound": (
                 accountants.is_upper_bound(self.accountant) if self.private else False
             ),
@@ -251,6 +275,8 @@ class PrivacyLedger:
     def from_dict(cls, record: dict[str, Any]) -> PrivacyLedger:
         """Rebuild a ledger from its JSON (to resume a run); steps already charged stay charged."""
         ledger = cls(record["epsilon_target"], record["delta"], record["accountant"])
+        # Ledgers from before the fixed order (none recorded) keep the best of all orders.
+        ledger.order = record.get("order")
         for note in record["notes"]:  # added to the constructor's own notes, never replacing
             ledger.warn(note)
         if record.get("noise_source", "seeded") == "seeded":  # older runs were seeded
@@ -270,7 +296,9 @@ class PrivacyLedger:
 def recompute_epsilon(ledger: dict[str, Any]) -> float:
     """Epsilon from a ``privacy.json`` alone, independently of the run that wrote it."""
     delta = accountant_delta(ledger["delta"], ledger["mechanisms"])
-    gaussian = accountants.epsilon(ledger["accountant"], gaussian_history(ledger), delta)
+    gaussian = accountants.epsilon(
+        ledger["accountant"], gaussian_history(ledger), delta, ledger.get("order")
+    )
     return gaussian + basic_epsilon(ledger["mechanisms"])
 
 

@@ -42,7 +42,7 @@ def privacy_profile(ledger: dict[str, Any]) -> list[tuple[float, float]]:
         if left <= 0:
             continue
         try:
-            eps = accountants.epsilon(ledger["accountant"], history, left)
+            eps = accountants.epsilon(ledger["accountant"], history, left, ledger.get("order"))
         except ValueError:  # e.g. PRV's grid outgrows its cap at tiny delta: skip that point
             continue
         profile.append((eps + basic, float(delta)))

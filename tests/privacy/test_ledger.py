@@ -40,7 +40,8 @@ def test_stop_never_exceeds_the_target_and_is_not_early(q, sigma, eps):
     assert ledger.epsilon() <= eps
     with pytest.raises(BudgetExhausted):
         ledger.charge(release)
-    one_more = accountants.epsilon("rdp", [*ledger.history()[:-1], (sigma, q, steps + 1)], 1e-5)
+    history = [*ledger.history()[:-1], (sigma, q, steps + 1)]
+    one_more = accountants.epsilon("rdp", history, 1e-5, ledger.order)
     assert one_more > eps  # the stop is at the last affordable step, not before
 
 
@@ -52,7 +53,8 @@ def test_charging_step_by_step_stops_exactly_at_the_limit():
         while True:
             ledger.charge(release)
             taken += 1
-    assert taken == release.steps == accountants.max_steps("rdp", [], 1.0, 0.05, 1.0, 1e-5)
+    limit = accountants.max_steps("rdp", [], 1.0, 0.05, 1.0, 1e-5, order=ledger.order)
+    assert taken == release.steps == limit
     assert ledger.epsilon() <= 1.0
 
 
@@ -160,7 +162,7 @@ def test_pure_releases_add_to_the_accountant_and_shrink_the_dp_sgd_allowance():
     release = with_schema.releases[-1]
     release.steps = with_schema.steps_left(release)
     spent = with_schema.epsilon()
-    gaussian_only = accountants.epsilon("rdp", with_schema.history(), 1e-5)
+    gaussian_only = accountants.epsilon("rdp", with_schema.history(), 1e-5, with_schema.order)
     assert spent == pytest.approx(gaussian_only + 1.0) and spent <= 4.0
     record = with_schema.to_dict()
     assert recompute_epsilon(record) == pytest.approx(record["epsilon_spent"], abs=1e-12)
@@ -188,7 +190,7 @@ def test_an_approximate_release_adds_its_epsilon_and_takes_its_delta_from_the_ac
     assert with_schema.steps_left(release) < pure_only.steps_left(pure_only.releases[-1])
     release.steps = with_schema.steps_left(release)
     spent = with_schema.epsilon()
-    gaussian = accountants.epsilon("rdp", with_schema.history(), 6e-6)
+    gaussian = accountants.epsilon("rdp", with_schema.history(), 6e-6, with_schema.order)
     assert spent == pytest.approx(gaussian + 0.5) and spent <= 4.0
     record = with_schema.to_dict()
     assert record["mechanisms"][0]["delta"] == 4e-6
@@ -218,3 +220,34 @@ def test_epsilon_with_is_the_epsilon_the_planned_releases_would_bring_and_record
     for release in planned:
         ledger.record(release)
     assert spent == pytest.approx(ledger.epsilon(), rel=1e-12) and spent > before + 0.3
+
+
+@pytest.mark.parametrize("kind", ["rdp", "moments"])
+def test_the_order_is_fixed_from_the_target_before_any_release(kind):
+    """RDP composes a plan chosen from released values only at an order fixed in advance (a
+    Rényi filter): the ledger's order follows from the target, delta and accountant alone,
+    whatever the plan, and every epsilon it reports, records and stops at is at that order."""
+    planned = PrivacyLedger(8.0, 1e-5, kind)
+    planned.record(label_release(5.0))
+    other = PrivacyLedger(8.0, 1e-5, kind)
+    release = planned.open_dp_sgd("d", 1.0, 0.02, 800)
+    other.open_dp_sgd("d", 2.0, 0.1, 300)
+    assert planned.order == other.order == accountants.fixed_order(kind, 8.0, 1e-5)
+    assert planned.order is not None
+    release.steps = planned.steps_left(release)
+    record = planned.to_dict()
+    at_order = accountants.epsilon(kind, planned.history(), 1e-5, planned.order)
+    assert record["order"] == planned.order
+    assert record["epsilon_spent"] == pytest.approx(at_order) and at_order <= 8.0
+    assert recompute_epsilon(record) == pytest.approx(at_order)
+    # Not the best order picked after the plan, which would report less.
+    assert accountants.epsilon(kind, planned.history(), 1e-5) < at_order
+    # A ledger written before the order was fixed (none recorded) keeps its best order.
+    del record["order"]
+    assert PrivacyLedger.from_dict(record).order is None
+    assert recompute_epsilon(record) < at_order
+
+
+def test_prv_and_gdp_have_no_order():
+    for kind in ("prv", "gdp"):
+        assert PrivacyLedger(8.0, 1e-5, kind).order is None
