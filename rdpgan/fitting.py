@@ -74,10 +74,10 @@ def fit(
 ) -> None:
     """Train ``model`` on ``df`` (the private rows); domains come from ``release`` alone."""
     model.device  # noqa: B018 (an unknown or absent device fails before anything is spent)
-    if release.releases and distributed.world_size() > 1:
+    if release.releases and not release.reused and distributed.world_size() > 1:
         raise UserInputError(
-            "a paid schema is released in one process: release it without torchrun, then "
-            "declare it (schema.file=<run>/schema.yaml)"
+            "a paid schema is released in one process: release it first (python -m "
+            "rdpgan.schema), then declare it (schema.file=<run>/schema.yaml): its cost comes along"
         )
     checkpoint_dir = checkpoint_dir if distributed.rank() == 0 else None  # one writer
     charge_schema(model, release, checkpoint_dir)

@@ -24,7 +24,7 @@ from rdpgan.data.schema_file import read_schema_file, schema_yaml
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import atomic_write
 from rdpgan.privacy.budget import LEDGER_FILE
-from rdpgan.privacy.ledger import Release
+from rdpgan.privacy.ledger import SEEDED_NOTE, Release
 from rdpgan.privacy.private_schema import SchemaBudget, SchemaRelease
 from rdpgan.privacy.randomness import SCHEMA_STREAM, SecretRandomness
 
@@ -60,7 +60,9 @@ def load_run_tables(
 def record_schema(run_dir: Path, cfg: RunConfig, release: SchemaRelease) -> None:
     """Keep the run's schema beside it as ``schema.yaml`` (a private one is a DP release: as
     safe as ``model.json``), in the format ``schema.file=`` reads."""
-    text = schema_yaml(release, cfg.schema.source)
+    fresh = release.releases and not release.reused
+    seeded = [SEEDED_NOTE] if fresh and cfg.privacy.noise_seed is not None else []
+    text = schema_yaml(release, cfg.schema.source, seeded)
     atomic_write(run_dir / RELEASED_SCHEMA, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 

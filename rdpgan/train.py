@@ -82,7 +82,28 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
     check_test_size(cfg.dataset.test_size)
     if cfg.evaluate:
         require_held_out(cfg, "evaluate=true")
-    model = DPCGAN(  # first: its checks of the settings come before any release
+    model = new_model(cfg)  # first: its checks of the settings come before any release
+    train_rows, test_rows, schema = release_run_tables(cfg, schema_payment(model, cfg, out))
+
+    def record_run() -> None:
+        write_run_config(out, cfg)
+        record_schema(out, cfg, schema)  # a private one's cost is on record already (pay)
+
+    if lead:
+        writing(out, record_run)
+    if (cfg.schema.source != "declared" or schema.reused) and lead:
+        kind = {"private": "released", "declared": "reused released"}.get(
+            cfg.schema.source, "inferred (NOT private)"
+        )
+        print(f"{kind} schema: {schema.summary(cfg.epsilon)}; see {out / RELEASED_SCHEMA}")
+    positive = cfg.dataset.positive_label if schema.positive is None else schema.positive
+    model.fit(train_rows, cfg.dataset.target, schema, positive, out if lead else None)
+    return finish(model, test_rows, cfg, out, cfg.dataset.test_size > 0) if lead else model
+
+
+def new_model(cfg: RunConfig) -> DPCGAN:
+    """The run's model, unfitted: its checks of the settings come before any release."""
+    return DPCGAN(
         epsilon=cfg.epsilon,
         delta=cfg.delta,
         privacy=cfg.privacy,
@@ -92,27 +113,19 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
         device=cfg.device,
     )
 
-    def pay(costs: list[Release]) -> None:  # a private schema's cost, on disk before its noise
+
+def schema_payment(model: DPCGAN, cfg: RunConfig, out: Path) -> Callable[[list[Release]], None]:
+    """What a private schema's release calls with its cost before its noise: the run's
+    settings and its ledger, opened with that cost, go on disk first."""
+
+    def pay(costs: list[Release]) -> None:
         def record_spending() -> None:
             write_run_config(out, cfg)
             model.charge_schema(SchemaRelease.cost(costs), out)
 
         writing(out, record_spending)
 
-    train_rows, test_rows, schema = release_run_tables(cfg, pay)
-
-    def record_run() -> None:
-        write_run_config(out, cfg)
-        record_schema(out, cfg, schema)  # a private one's cost is on record already (pay)
-
-    if lead:
-        writing(out, record_run)
-    if cfg.schema.source != "declared" and lead:
-        kind = "released" if cfg.schema.source == "private" else "inferred (NOT private)"
-        print(f"{kind} schema: {schema.summary(cfg.epsilon)}; see {out / RELEASED_SCHEMA}")
-    positive = cfg.dataset.positive_label if schema.positive is None else schema.positive
-    model.fit(train_rows, cfg.dataset.target, schema, positive, out if lead else None)
-    return finish(model, test_rows, cfg, out, cfg.dataset.test_size > 0) if lead else model
+    return pay
 
 
 def refuse_under_torchrun(cfg: RunConfig) -> None:
@@ -121,8 +134,8 @@ def refuse_under_torchrun(cfg: RunConfig) -> None:
         raise UserInputError("resume=true runs in one process: start it without torchrun")
     if cfg.schema.source == "private":
         raise UserInputError(
-            "schema=private is released in one process: run it once without torchrun, then "
-            "train with schema.file=<that run>/schema.yaml under torchrun"
+            "schema=private is released in one process: release it first with python -m "
+            "rdpgan.schema, then train with schema.file=<that run>/schema.yaml under torchrun"
         )
 
 

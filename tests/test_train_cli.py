@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
-from tests.conftest import FAST, train_cli
+from tests.conftest import FAST, run_cli, train_cli
 
 REPO = Path(__file__).resolve().parent.parent
 ADULT_COLUMNS = [
@@ -170,3 +172,44 @@ def test_a_table_holding_one_declared_class_trains(tmp_path, data_dir):
     assert result.returncode == 0, result.stderr
     ledger = json.loads((tmp_path / "run" / "privacy.json").read_text())
     assert ledger["end_to_end"] and ledger["epsilon_spent"] <= ledger["epsilon_target"]
+
+
+@pytest.mark.slow
+def test_a_released_schema_brings_its_cost_into_the_run_that_reuses_it(tmp_path, small_adult):
+    """``python -m rdpgan.schema`` releases a schema with its cost; a run that declares the
+    file unedited composes that cost into its own ledger (and its own schema.yaml carries it
+    on), within its own target; an edited file is a declared schema, and the ledger says so."""
+    env = {**os.environ, "RDPGAN_DATA_DIR": str(small_adult)}
+    released = run_cli("schema", ["hydra.run.dir=schema", "epsilon=4"], tmp_path, env)
+    assert released.returncode == 0, released.stderr
+    schema_file = tmp_path / "schema" / "schema.yaml"
+    cost = yaml.safe_load(schema_file.read_text())["cost"]
+    paid = json.loads((tmp_path / "schema" / "privacy.json").read_text())["mechanisms"]
+    assert [m["name"] for m in cost["mechanisms"]] == [m["name"] for m in paid] != []
+
+    reused = train_cli(tmp_path, *FAST, "epsilon=4", f"schema.file={schema_file}", root=small_adult)
+    assert reused.returncode == 0, reused.stderr
+    assert "reused released schema" in reused.stdout
+    ledger = json.loads((tmp_path / "run" / "privacy.json").read_text())
+    entries = ledger["mechanisms"][: len(paid)]
+    assert [(m["name"], m["noise_multiplier"], m["steps"]) for m in entries] == [
+        (m["name"], m["noise_multiplier"], m["steps"]) for m in paid
+    ]
+    assert ledger["end_to_end"] and ledger["epsilon_spent"] <= 4.0
+    assert recompute_epsilon(ledger) == pytest.approx(ledger["epsilon_spent"])
+    carried = yaml.safe_load((tmp_path / "run" / "schema.yaml").read_text())["cost"]
+    assert carried["mechanisms"] == cost["mechanisms"]
+
+    text = schema_file.read_text()
+    schema_file.write_text(
+        text.replace("  kind: continuous\n  lo: ", "  kind: continuous\n  lo: -1", 1)
+    )
+    (tmp_path / "edited").mkdir()
+    edited = train_cli(
+        tmp_path / "edited", *FAST, "epsilon=4", f"schema.file={schema_file}", root=small_adult
+    )
+    assert edited.returncode == 0, edited.stderr
+    ledger = json.loads((tmp_path / "edited" / "run" / "privacy.json").read_text())
+    assert not ledger["end_to_end"]
+    assert any("edited since" in note for note in ledger["notes"])
+    assert all(m["name"] not in {p["name"] for p in paid} for m in ledger["mechanisms"])

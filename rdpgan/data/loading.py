@@ -18,7 +18,7 @@ mechanisms run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ import pandas as pd
 from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
 from rdpgan.data.datasets import read_cells
 from rdpgan.data.schema import Categorical, Schema
-from rdpgan.data.schema_file import declared_schema, dropped_by_file
+from rdpgan.data.schema_file import declared_release, dropped_by_file
 from rdpgan.data.split import split
 from rdpgan.data.target import (
     check_target,
@@ -153,13 +153,13 @@ def resolve_schema(
         if rng is None or budget is None:
             raise ValueError("a private schema needs its budget and noise generator")
         return private_schema(frame, dataset, config, budget, rng, pay)[1]
-    declared = declared_schema(dataset, config) if config.source == "declared" else None
-    target = target_column(frame, dataset, declared)
+    declared = declared_release(dataset, config) if config.source == "declared" else None
+    target = target_column(frame, dataset, declared.schema if declared else None)
     if declared is None:
         release = inferred_schema(frame, config, dataset.target, list(target.levels))
-    else:
-        columns = [c if c.name != target.name else target for c in declared.columns]
-        release = SchemaRelease(Schema(columns))
+    else:  # (with the cost and notes a reused released schema carries)
+        columns = [c if c.name != target.name else target for c in declared.schema.columns]
+        release = replace(declared, schema=Schema(columns))
     _name_positive(release, dataset.target, dataset.positive_label)
     return release
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
@@ -11,30 +15,80 @@ import yaml
 from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
 from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
+from rdpgan.privacy.ledger import Release
 from rdpgan.privacy.private_schema import SchemaRelease
 
+# What a reused schema.yaml that no longer matches its fingerprint brings into the ledger.
+EDITED_NOTE = (
+    "schema file {path} was released with DP by an earlier run and edited since (it no longer "
+    "matches its fingerprint): it is read as a declared schema, and what its release cost is "
+    "not in this ledger"
+)
 
-def declared_schema(dataset: DatasetConfig, config: SchemaConfig) -> Schema:
-    """The dataset's declared columns, or the column list in ``config.file``."""
+
+def declared_release(dataset: DatasetConfig, config: SchemaConfig) -> SchemaRelease:
+    """The dataset's declared columns (public: free), or the schema in ``config.file`` with
+    the cost it carries (see :func:`read_schema_release`)."""
     if config.file is None:
         if not dataset.columns:
             raise UserInputError(
                 f"dataset {dataset.name!r} declares no schema columns; give schema.file=FILE, "
                 "or use schema=private (paid from epsilon) or schema=unsafe_infer"
             )
-        return Schema.from_specs(dataset.columns)
-    return read_schema_file(Path(config.file))
+        return SchemaRelease(Schema.from_specs(dataset.columns))
+    return read_schema_release(Path(config.file))
 
 
 def read_schema_file(path: Path) -> Schema:
     """A YAML list of column specs, or a mapping with such a list under ``columns`` (the
     ``schema.yaml`` a run writes)."""
+    return _schema(path, _load(path))
+
+
+def read_schema_release(path: Path) -> SchemaRelease:
+    """The schema in ``path`` with what it cost: a ``schema.yaml`` that a private release
+    wrote carries its releases and notes, and brings them into the ledger of every run that
+    reads it unedited (a released schema is paid for wherever it travels). An edited one is a
+    declared schema, with a note that says so."""
+    loaded = _load(path)
+    schema = _schema(path, loaded)
+    cost = loaded.get("cost") if isinstance(loaded, dict) else None
+    if cost is None:
+        return SchemaRelease(schema)
+    if loaded.get("fingerprint") != fingerprint(loaded):
+        return SchemaRelease(schema, notes=[EDITED_NOTE.format(path=path)])
+    try:
+        releases = [Release.from_dict(entry) for entry in cost["mechanisms"]]
+        return SchemaRelease(
+            schema,
+            releases,
+            [str(note) for note in cost["notes"]],
+            epsilon=float(cost["epsilon"]),
+            delta=float(cost["delta"]),
+            reused=True,
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UserInputError(f"schema file {path}: its cost section is damaged") from exc
+
+
+def fingerprint(body: dict[str, Any]) -> str:
+    """A digest of a schema file's columns, dropped columns and cost, as parsed (comments and
+    layout do not count): what tells an unedited released schema from an edited one."""
+    content = {key: body.get(key) for key in ("columns", "dropped", "cost")}
+    text = json.dumps(content, sort_keys=True, default=str, allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _load(path: Path) -> Any:
     if not path.is_file():
         raise UserInputError(f"schema file {path} not found")
     try:
-        loaded = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise UserInputError(f"schema file {path} is not valid YAML") from exc
+
+
+def _schema(path: Path, loaded: Any) -> Schema:
     specs = loaded.get("columns") if isinstance(loaded, dict) else loaded
     if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
         raise UserInputError(f"schema file {path} must hold a list of column specs")
@@ -53,7 +107,7 @@ def dropped_by_file(config: SchemaConfig, frame: pd.DataFrame, target: str) -> l
     try:
         loaded = yaml.safe_load(Path(config.file).read_text())
     except yaml.YAMLError:
-        return []  # declared_schema reports it
+        return []  # declared_release reports it
     dropped = loaded.get("dropped") if isinstance(loaded, dict) else None
     if not isinstance(dropped, dict):
         return []
@@ -72,15 +126,10 @@ def dropped_by_file(config: SchemaConfig, frame: pd.DataFrame, target: str) -> l
     return [n for n in dropped if n in frame.columns and n not in config.drop]
 
 
-def schema_yaml(release: SchemaRelease, source: str) -> str:
-    """``release`` as the YAML ``schema.file=`` reads, with what it cost and what was dropped,
-    so a user can review it, edit it and declare it next time."""
-    head = {
-        "private": f"Released with DP (schema=private): epsilon {release.epsilon:.4g}, "
-        f"delta {release.delta:.3g} (in the run's privacy.json, unless privacy=none).",
-        "unsafe_infer": "NOT PRIVATE: read off the rows (schema=unsafe_infer).",
-        "declared": "Declared (public), as given.",
-    }[source]
+def schema_yaml(release: SchemaRelease, source: str, notes: Sequence[str] = ()) -> str:
+    """``release`` as the YAML ``schema.file=`` reads, with what was dropped and, where it
+    cost privacy or carries opt-out ``notes``, that cost and a fingerprint: a run that reads
+    it unedited composes the cost into its own ledger."""
     defaults = asdict(ColumnSpec())
     columns = [
         {
@@ -90,8 +139,24 @@ def schema_yaml(release: SchemaRelease, source: str) -> str:
         }
         for spec in release.schema.to_specs()
     ]
-    body = {"columns": columns, "dropped": dict(release.dropped)}
-    return (
-        f"# {head}\n# Reuse it as a declared schema (free): schema.file=schema.yaml\n"
-        + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
-    )
+    body: dict[str, Any] = {"columns": columns, "dropped": dict(release.dropped)}
+    carried = list(dict.fromkeys([*release.notes, *notes]))
+    if release.releases or carried:
+        body["cost"] = {
+            "epsilon": release.epsilon,
+            "delta": release.delta,
+            "mechanisms": [r.to_dict() for r in release.releases],
+            "notes": carried,
+        }
+        body["fingerprint"] = fingerprint(body)
+    if release.releases:
+        head = (
+            f"Released with DP: epsilon {release.epsilon:.4g}, delta {release.delta:.3g} on its "
+            "own.\n# Reuse it with schema.file=schema.yaml: unedited, its cost (below) joins "
+            "that run's ledger; edited, it is a declared schema (noted in the ledger)."
+        )
+    elif source == "unsafe_infer" or carried:
+        head = "NOT PRIVATE: read off the rows (schema=unsafe_infer). Reused, it says so."
+    else:
+        head = "Declared (public), as given. Reuse it as a declared schema (free)."
+    return f"# {head}\n" + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)

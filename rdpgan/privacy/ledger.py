@@ -70,6 +70,18 @@ class Release:
         out.update(out.pop("details"))
         return out
 
+    @classmethod
+    def from_dict(cls, entry: dict[str, Any]) -> Release:
+        """A release from its :meth:`to_dict` (a ``privacy.json`` entry): the keys that are
+        not fields are its details, less what a ledger derives (its limit, its cost alone)."""
+        details = {k: v for k, v in entry.items() if k not in RELEASE_FIELDS}
+        details.pop("step_limit", None)
+        details.pop("epsilon_alone", None)
+        return cls(**{k: entry.get(k) for k in RELEASE_FIELDS}, details=details)
+
+
+RELEASE_FIELDS = ("name", "kind", "noise_multiplier", "sample_rate", "steps", "epsilon", "delta")
+
 
 class PrivacyLedger:
     """Releases of one run, their composed epsilon, and a hard stop at the target."""
@@ -281,15 +293,11 @@ class PrivacyLedger:
             ledger.warn(note)
         if record.get("noise_source", "seeded") == "seeded":  # older runs were seeded
             ledger.use_seeded_noise()
-        fields = {"name", "kind", "noise_multiplier", "sample_rate", "steps", "epsilon", "delta"}
         for entry in record["mechanisms"]:
-            details = {k: v for k, v in entry.items() if k not in fields}
-            limit = details.pop("step_limit", None)
-            details.pop("epsilon_alone", None)  # derived: to_dict recomputes it
-            release = Release(**{k: entry.get(k) for k in fields}, details=details)
+            release = Release.from_dict(entry)
             ledger.releases.append(release)
-            if limit is not None:
-                ledger._step_limits[release.name] = int(limit)
+            if entry.get("step_limit") is not None:
+                ledger._step_limits[release.name] = int(entry["step_limit"])
         return ledger
 
 

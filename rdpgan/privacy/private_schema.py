@@ -181,6 +181,8 @@ class SchemaRelease:
     # What its releases cost on their own (the run's accountant composes them with the rest).
     epsilon: float = 0.0
     delta: float = 0.0
+    # Released by an earlier run and read back from its schema.yaml (nothing is drawn now).
+    reused: bool = False
 
     @classmethod
     def cost(cls, releases: list[Release]) -> SchemaRelease:

@@ -24,6 +24,7 @@ import hashlib
 import json
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -36,10 +37,11 @@ from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.data import loading
 from rdpgan.data.loading import load_tables
 from rdpgan.data.schema import Schema
-from rdpgan.data.schema_file import read_schema_file, schema_yaml
+from rdpgan.data.schema_file import EDITED_NOTE, declared_release, read_schema_file, schema_yaml
 from rdpgan.data.split import check_test_size, row_draws, split
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.budget import validate_budget
+from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.private_schema import SchemaBudget, private_schema
 from rdpgan.transform import TableTransformer
 from tests.conftest import FAST, run_cli, train_cli
@@ -372,3 +374,32 @@ def test_resume_refuses_an_edited_schema_before_reading_a_row_with_it(tmp_path):
     lines = resumed.stderr.strip().splitlines()
     assert resumed.returncode == 2 and len(lines) == 1, resumed.stderr
     assert "not the one it was trained with" in lines[0]
+
+
+def test_a_released_schema_file_carries_its_cost_and_an_edit_drops_it_with_a_note(
+    tmp_path, released_schema
+):
+    """Unedited (comments and layout aside), the file brings its releases into every run that
+    reads it; edited, it is a declared schema with a note (the run is then not end-to-end)."""
+    config = SchemaConfig(source="declared", file=str(released_schema))
+    release = declared_release(csv_dataset(), config)
+    recorded = yaml.safe_load(released_schema.read_text())["cost"]
+    assert release.reused and not release.notes
+    assert [r.to_dict() for r in release.releases] == recorded["mechanisms"] != []
+    ledger = PrivacyLedger(50.0, 1e-5, "rdp")
+    for paid in release.releases:
+        ledger.record(paid)
+    assert ledger.epsilon() > 0
+
+    relaid = tmp_path / "relaid.yaml"
+    relaid.write_text("# a comment of the user's\n" + released_schema.read_text())
+    assert declared_release(csv_dataset(), replace(config, file=str(relaid))).reused
+
+    edited = tmp_path / "edited.yaml"
+    body = yaml.safe_load(released_schema.read_text())
+    body["columns"][0]["name"] = "age"  # (unchanged) ...
+    body["dropped"] = {"a column": "edited in"}  # ... but the file is not the one released
+    edited.write_text(yaml.safe_dump(body, sort_keys=False))
+    declared = declared_release(csv_dataset(), replace(config, file=str(edited)))
+    assert not declared.reused and not declared.releases
+    assert declared.notes == [EDITED_NOTE.format(path=edited)]

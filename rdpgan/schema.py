@@ -1,0 +1,75 @@
+"""``python -m rdpgan.schema dataset=csv dataset.path=my.csv dataset.target=y epsilon=8``:
+release a private schema on its own, with what it cost.
+
+Writes ``schema.yaml`` (the schema, its cost and a fingerprint), ``privacy.json`` (a ledger of
+the schema's releases) and ``run.json`` into the run directory. A training run that declares
+it unedited (``schema.file=<dir>/schema.yaml``) composes that cost into its own ledger, under
+torchrun too, where a schema cannot be released: give it the same ``epsilon``, the total of both.
+Whatever ``schema=`` says, this command releases a private schema.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from rdpgan.cli import (
+    existing_files,
+    exit_finished,
+    guarded,
+    precheck_overrides,
+    record_existing_dirs,
+    remove_new_files,
+    run_dir,
+    to_typed,
+)
+from rdpgan.config import RunConfig, register_configs
+from rdpgan.runs import RELEASED_SCHEMA, record_schema, release_run_tables
+from rdpgan.train import (
+    new_model,
+    refuse_recorded_noise_seed,
+    refuse_used_directory,
+    schema_payment,
+    spending_record,
+    writing,
+)
+
+register_configs()
+
+
+def run(cfg: RunConfig, out: Path) -> None:
+    cfg.schema.source = "private"
+    refuse_used_directory(out)
+    model = new_model(cfg)
+    _, _, release = release_run_tables(cfg, schema_payment(model, cfg, out))
+    writing(out, lambda: record_schema(out, cfg, release))
+    print(
+        f"released schema: {release.summary(cfg.epsilon)}; wrote {out / RELEASED_SCHEMA}; "
+        f"train with schema.file={out / RELEASED_SCHEMA} epsilon={cfg.epsilon:g} (its cost "
+        "comes along)"
+    )
+
+
+@hydra.main(config_path="../configs", config_name="config", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> None:
+    out = run_dir()
+    before = existing_files(out)
+    guarded(
+        lambda: run(to_typed(cfg, RunConfig), out),
+        cleanup=lambda: remove_new_files(out, before, keep=spending_record),
+    )
+
+
+def main() -> None:
+    refuse_recorded_noise_seed(sys.argv[1:])
+    precheck_overrides("config", sys.argv[1:])
+    record_existing_dirs("config", sys.argv[1:])  # before Hydra makes the run directory
+    _hydra_main()
+    exit_finished()
+
+
+if __name__ == "__main__":
+    main()
