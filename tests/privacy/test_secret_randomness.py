@@ -10,13 +10,15 @@ from a torch generator seeded with 32 bits, ``privacy.noise_seed`` written into 
 from __future__ import annotations
 
 import pickle
+import random
 import secrets
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from rdpgan import DPCGAN
+from rdpgan import DPCGAN, training
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.models import Discriminator
 from rdpgan.privacy import randomness
@@ -98,20 +100,53 @@ def test_poisson_masks_realise_exactly_the_charged_rate():
     assert any(len(source.poisson_indices(20, exact_sample_rate(0.01))) == 0 for _ in range(50))
 
 
-def real_rows_seen_by_the_critic(monkeypatch, **settings) -> list[np.ndarray]:
-    """Fit once; return the real rows of each private discriminator step (pairs are [B, 2, F])."""
+# Categorical features only: their encoding is public (the schema's levels), so two fits hand
+# D the same feature rows, and equal batches mean equal masks. A numeric column's bins follow
+# the released (noisy) densities: every fit encodes its rows differently, and batches drawn
+# with the same mask would still look different.
+PUBLIC_ENCODING = [
+    {"name": "x", "kind": "categorical", "levels": list(range(40))},
+    {"name": "y", "kind": "categorical", "levels": [0, 1]},
+]
+
+
+def public_table(n: int = 400) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"x": rng.integers(0, 40, n), "y": rng.integers(0, 2, n)})
+
+
+def pairs_seen_by_the_critic(monkeypatch, **settings) -> list[np.ndarray]:
+    """Fit once from fixed global RNGs; return the (real, fake) pairs of each private
+    discriminator step, [B, 2, F].
+
+    Both fits start from the same torch, numpy and ``random`` states, and G's half of a step
+    runs on the main thread (in step order): a draw taken from a global stream instead of the
+    secret source would repeat in every fit, not differ by the order threads ran in.
+    """
     seen: list[np.ndarray] = []
     forward = Discriminator.forward
 
     def spy(self, x, y):
         if x.dim() == 3:
-            seen.append(x[:, 0].detach().numpy().copy())
+            seen.append(x.detach().numpy().copy())
         return forward(self, x, y)
 
     monkeypatch.setattr(Discriminator, "forward", spy)
-    DPCGAN(epsilon=4.0, device="cpu", **SMALL, **settings).fit(table(), "y", SCHEMA)
+    monkeypatch.setattr(training, "_spare_core", lambda: False)
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+    DPCGAN(epsilon=4.0, device="cpu", **SMALL, **settings).fit(public_table(), "y", PUBLIC_ENCODING)
     monkeypatch.setattr(Discriminator, "forward", forward)
     return seen
+
+
+def real_rows(pairs: list[np.ndarray]) -> list[np.ndarray]:
+    return [step[:, 0] for step in pairs]
+
+
+def fakes(pairs: list[np.ndarray]) -> list[np.ndarray]:
+    return [step[:, 1] for step in pairs]
 
 
 def same_batches(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
@@ -120,18 +155,44 @@ def same_batches(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return all(x.shape == y.shape and np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
+def no_step_alike(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Whether every step's batch differs between two fits (one shared step would be a draw
+    both fits took from the same stream)."""
+    return len(a) == len(b) and not any(same_batches([x], [y]) for x, y in zip(a, b, strict=True))
+
+
 def test_two_fits_with_the_same_seed_draw_different_batches(monkeypatch):
-    first = real_rows_seen_by_the_critic(monkeypatch, seed=3)
-    second = real_rows_seen_by_the_critic(monkeypatch, seed=3)
-    assert len(first) == 5 and not same_batches(first, second)
+    first = pairs_seen_by_the_critic(monkeypatch, seed=3)
+    second = pairs_seen_by_the_critic(monkeypatch, seed=3)
+    assert len(first) == 5 and no_step_alike(real_rows(first), real_rows(second))
+    # The comparison can see equal masks: one key, one set of batches.
+    seeded = PrivacyConfig(noise_seed=7)
+    again = [pairs_seen_by_the_critic(monkeypatch, seed=3, privacy=seeded) for _ in range(2)]
+    assert same_batches(*again)
+
+
+def test_two_fits_with_the_same_seed_draw_different_fakes(monkeypatch):
+    """With the batches held fixed (every 10th row), D's first step pairs them with fakes of
+    the same G (initialised from ``seed``): only the secret source can make them differ."""
+
+    def every_tenth(self, n_rows: int, sample_rate: float) -> np.ndarray:
+        return np.arange(0, n_rows, 10)
+
+    monkeypatch.setattr(SecretRandomness, "poisson_indices", every_tenth)
+    first = pairs_seen_by_the_critic(monkeypatch, seed=3)
+    second = pairs_seen_by_the_critic(monkeypatch, seed=3)
+    assert len(first) == 5 and same_batches(real_rows(first), real_rows(second))
+    assert no_step_alike(fakes(first), fakes(second))
 
 
 def test_noise_seed_makes_batches_reproducible_and_is_the_only_key(monkeypatch):
     seeded = PrivacyConfig(noise_seed=7)
-    first = real_rows_seen_by_the_critic(monkeypatch, seed=3, privacy=seeded)
-    again = real_rows_seen_by_the_critic(monkeypatch, seed=4, privacy=seeded)  # seed plays no part
-    other = real_rows_seen_by_the_critic(monkeypatch, seed=3, privacy=PrivacyConfig(noise_seed=8))
-    assert same_batches(first, again) and not same_batches(first, other)
+    first = real_rows(pairs_seen_by_the_critic(monkeypatch, seed=3, privacy=seeded))
+    # seed plays no part
+    again = real_rows(pairs_seen_by_the_critic(monkeypatch, seed=4, privacy=seeded))
+    other = PrivacyConfig(noise_seed=8)
+    other_rows = real_rows(pairs_seen_by_the_critic(monkeypatch, seed=3, privacy=other))
+    assert same_batches(first, again) and not same_batches(first, other_rows)
 
 
 def test_the_ledger_charges_the_rate_the_mask_realises(monkeypatch):
