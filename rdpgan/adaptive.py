@@ -68,7 +68,9 @@ def moves_to_marginals(model: FittedModel) -> bool:
     moved = planned(privacy.marginals_fraction + privacy.adaptive_fraction)
     if measure.largest_noise(moved) > noise:
         return False
-    return ledger.epsilon_with(moved) <= budget_shares(privacy) * ledger.epsilon_target
+    return ledger.epsilon_with(moved, best_order=True) <= (
+        budget_shares(privacy) * ledger.epsilon_target
+    )
 
 
 def reserve(model: FittedModel) -> None:

@@ -105,12 +105,6 @@ def is_upper_bound(kind: str) -> bool:
     return kind != "gdp"
 
 
-# How far a run's fixed order sits from 1, as a share of the Gaussian proxy's best order's
-# distance (see fixed_order). Chosen from public plan shapes alone (sampling rates 0.002 to 0.1,
-# 800 steps, no data): scripts/fixed_order_cost.py.
-ORDER_SHRINK = 0.75
-
-
 def fixed_order(kind: str, target_epsilon: float, delta: float) -> float | None:
     """The one Rényi order at which a run's ledger evaluates rdp and moments (None for prv,
     gdp), fixed from the target and delta alone, before any release.
@@ -119,10 +113,9 @@ def fixed_order(kind: str, target_epsilon: float, delta: float) -> float | None:
     released values, and RDP composes adaptively chosen mechanisms only at a fixed order (a
     Rényi filter, Feldman & Zrnic 2021): the best order picked after the plan would be a bound
     proven for no construction. The order is the best one for a Gaussian mechanism that spends
-    exactly ``target_epsilon`` at ``delta`` (its RDP is linear in the order), moved toward 1 by
-    :data:`ORDER_SHRINK`: a subsampled Gaussian's RDP grows faster than linearly, which puts
-    its best order lower, the more so the smaller the sampling rate
-    (results/fixed_order_cost.md: what fixing it costs in noise).
+    exactly ``target_epsilon`` at ``delta`` (its RDP is linear in the order): the releases
+    before training are Gaussian mechanisms, and DP-SGD's subsampled one nearly is at moderate
+    orders (results/fixed_order_cost.md: what fixing it costs DP-SGD in noise).
     """
     _check_kind(kind)
     _check_delta(delta)
@@ -154,8 +147,7 @@ def fixed_order(kind: str, target_epsilon: float, delta: float) -> float | None:
     for _ in range(100):  # the scale at which the best order spends the target
         middle = 0.5 * (low + high)
         low, high = (middle, high) if best(middle)[0] < target_epsilon else (low, middle)
-    order = 1.0 + ORDER_SHRINK * (best(high)[1] - 1.0)
-    return float(max(1, round(order))) if kind == "moments" else round(order, 2)
+    return best(high)[1]
 
 
 # --------------------------------------------------------------------------------------- gdp

@@ -191,15 +191,17 @@ class PrivacyLedger:
     def epsilon(self) -> float:
         return self.epsilon_with([])
 
-    def epsilon_with(self, planned: Sequence[Release]) -> float:
+    def epsilon_with(self, planned: Sequence[Release], best_order: bool = False) -> float:
         """The run's epsilon if ``planned`` were recorded too (nothing is, and the ledger is
-        not touched): what a fit can afford, checked before any noise is drawn."""
+        not touched). ``best_order``: at the releases' best order instead of the ledger's, as
+        a plan judges what share of the budget releases take (the ledger's fixed order pays
+        its whole conversion from the first release on); never what a run may spend."""
         if not self.private:
             return math.inf
         mechanisms = [r.to_dict() for r in (*self.releases, *planned)]
         ledger = {
             "accountant": self.accountant,
-            "order": self.order,
+            "order": None if best_order else self.order,
             "delta": self.delta,
             "mechanisms": mechanisms,
         }
