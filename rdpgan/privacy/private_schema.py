@@ -91,9 +91,11 @@ TARGET_WEIGHT = 3.0
 # profile cell (read in sums of thousands of rows) or a band (read by its quantiles).
 VALUE_WEIGHT = 1.5
 # A multi-class target is kept as it is unless its released classes leave out more rows than
-# this many stds of the noise (then one-vs-rest around the positive label keeps every row). At
-# 3 stds a target whose classes were all released collapsed by noise alone once in ~740 runs
-# (acs12 at a5b8ef4, results/zero_config.md); at 4, once in ~30,000. The price: a class truly
+# this many stds of the noise (then one-vs-rest around the positive label keeps every row).
+# Chosen from the noise alone, on no table: where every class was released, the estimate of
+# the rows left out is noise, so it passes k stds with the Gaussian tail's probability, once in
+# ~740 runs at 3 stds and once in ~31,600 at 4. (Draws on acs12's train split at a5b8ef4,
+# results/zero_config.md, showed the 1 in ~740; they set nothing.) The price: a class truly
 # left unreleased whose rows are between 3 and 4 stds is left out of training, not merged.
 TARGET_NOISE = 4.0
 # Decisions read off a column's noisy counts (post-processing).
