@@ -105,6 +105,7 @@ def is_upper_bound(kind: str) -> bool:
     return kind != "gdp"
 
 
+@lru_cache(maxsize=64)
 def fixed_order(kind: str, target_epsilon: float, delta: float) -> float | None:
     """The one Rényi order at which a run's ledger evaluates rdp and moments (None for prv,
     gdp), fixed from the target and delta alone, before any release.

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from rdpgan.errors import UserInputError
@@ -156,8 +157,9 @@ class PrivacyLedger:
             return None
         if release.kind in BASIC_KINDS:
             return release.epsilon
-        triples = [release.triple()] if release.steps > 0 else []
-        return accountants.epsilon(self.accountant, triples, self.accountant_delta)
+        if release.steps == 0:
+            return 0.0
+        return _epsilon_alone(self.accountant, release.triple(), self.accountant_delta)
 
     def gaussian_budget(self) -> float:
         """What the Gaussian releases (marginals, DP-SGD) may spend after the basic ones."""
@@ -258,7 +260,7 @@ class PrivacyLedger:
         A checkpointing trainer writes the ledger *ahead* of the steps it is about to take, so
         a crash between two checkpoints can never leave the file below the privacy spent.
         """
-        releases = [Release(**{**asdict(r), "details": dict(r.details)}) for r in self.releases]
+        releases = [replace(r, details=dict(r.details)) for r in self.releases]
         if prepaid_steps:
             open_release = releases[-1]
             if open_release.name not in self._step_limits:
@@ -301,6 +303,13 @@ class PrivacyLedger:
             if entry.get("step_limit") is not None:
                 ledger._step_limits[release.name] = int(entry["step_limit"])
         return ledger
+
+
+@lru_cache(maxsize=1024)
+def _epsilon_alone(accountant: str, triple: tuple[float, float, int], delta: float) -> float:
+    """One release's epsilon on its own (cached: a checkpointing run writes its ledger, each
+    release's cost included, once a block)."""
+    return accountants.epsilon(accountant, [triple], delta)
 
 
 def recompute_epsilon(ledger: dict[str, Any]) -> float:
