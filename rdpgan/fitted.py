@@ -32,9 +32,10 @@ from rdpgan.data.schema import Schema
 from rdpgan.errors import UserInputError
 from rdpgan.frozen import CodeLayout, FrozenGenerator, weights_of
 from rdpgan.io import atomic_write, read_json, write_json
-from rdpgan.marginals import Marginals
+from rdpgan.marginals import PAIR_MARGINALS, Marginals
 from rdpgan.privacy.budget import LEDGER_FILE, NON_PRIVATE, validate_budget
 from rdpgan.sampler import Sampler, Tilts, check_seed
+from rdpgan.selfcheck import NoiseStds, ReleaseGap, release_gaps
 from rdpgan.settings import validate_settings
 from rdpgan.transform import TableTransformer
 
@@ -164,6 +165,25 @@ class FittedModel:
             self.tilts,
         )
 
+    def release_gaps(self, codes: np.ndarray, labels: np.ndarray) -> list[ReleaseGap]:
+        """How far rows sampled from this model (their codes and label codes) sit from its
+        releases, each in its own noise (from the run's ledger): :mod:`rdpgan.selfcheck`."""
+        if self.marginals is None or self.transformer is None or self.label_probs is None:
+            return []
+        noise = NoiseStds.from_ledger(self.ledger, self.marginal_noise)
+        pair_release = self.ledger.find(PAIR_MARGINALS) if self.ledger is not None else None
+        released_pairs = None if pair_release is None else int(pair_release.details["tables"])
+        return release_gaps(
+            self.marginals,
+            noise,
+            self.label_probs,
+            self.released_rows,
+            codes,
+            labels,
+            self.transformer.features.names,
+            released_pairs,
+        )
+
     def freeze(self, state: dict[str, np.ndarray]) -> FrozenGenerator:
         """A generator for sampling from saved weights ``state``, laid out for this model's
         table and settings (ValueError: weights of another shape, or not finite numbers)."""
@@ -201,6 +221,8 @@ class FittedModel:
             "densities": self.transformer.densities,
             "adaptive_drawn": self.adaptive_drawn,
             "marginal_noise": self.marginal_noise,
+            # Raking or not, as the self-check chose it (None: not yet chosen).
+            "chosen_pool": self.tilts.pool,
             "released_rows": self.released_rows,
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -251,6 +273,8 @@ class FittedModel:
         model.released_rows = int(meta["released_rows"])
         # Models saved before it name their sample_pool; unknown noise is not raked toward.
         model.marginal_noise = float(meta.get("marginal_noise", math.inf))
+        chosen = meta.get("chosen_pool")  # (models saved before it choose at their first call)
+        model.tilts.pool = None if chosen is None else int(chosen)
         return model
 
     @classmethod

@@ -4,10 +4,15 @@ model is loaded and sampled without those)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+# The ledger's names of the releases the marginals hold.
+MARGINALS, PAIR_MARGINALS = "marginals", "pair_marginals"
+ADAPTIVE_PAIRS = "adaptive_pair_marginals"
 
 
 @dataclass
@@ -37,6 +42,11 @@ class Marginals:
             [np.asarray(t, dtype=float) for t in record["joint"]],
             [np.asarray(m, dtype=np.int64) for m in record["maps"]],
         )
+
+
+def coarsen(codes: np.ndarray, maps: Sequence[np.ndarray]) -> np.ndarray:
+    """[rows, columns] codes mapped column by column to their coarse codes (public maps)."""
+    return np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
 
 
 def shrink_toward(anchor: np.ndarray, noisy: np.ndarray, variance: np.ndarray) -> np.ndarray:

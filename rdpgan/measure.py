@@ -37,7 +37,14 @@ import numpy as np
 
 from rdpgan.data.discretize import joint_counts, table_sizes
 from rdpgan.errors import UserInputError
-from rdpgan.marginals import Marginals, shrink_toward
+from rdpgan.marginals import (
+    ADAPTIVE_PAIRS,
+    MARGINALS,
+    PAIR_MARGINALS,
+    Marginals,
+    coarsen,
+    shrink_toward,
+)
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.mechanisms.exponential import exponential_mechanism
 from rdpgan.privacy.mechanisms.gaussian import noisy_histogram, noisy_tables
@@ -58,8 +65,7 @@ EXTRA_PAIRS = 1.0
 
 
 #: The ledger names of the releases G and the sampler match.
-MARGINALS, PAIR_MARGINALS = "marginals", "pair_marginals"
-ADAPTIVE_SELECTION, ADAPTIVE_PAIRS = "adaptive_pair_selection", "adaptive_pair_marginals"
+ADAPTIVE_SELECTION = "adaptive_pair_selection"
 NUMERIC_DENSITIES = "numeric_densities"
 
 
@@ -268,11 +274,6 @@ def _table_releases(n_columns: int, rounds: int, sigma: float) -> list[Release]:
     if rounds:
         releases.append(_gaussian_release(PAIR_MARGINALS, sigma, rounds))
     return releases
-
-
-def coarsen(codes: np.ndarray, maps: Sequence[np.ndarray]) -> np.ndarray:
-    """[rows, columns] codes mapped column by column to their coarse codes (public maps)."""
-    return np.stack([m[codes[:, i]] for i, m in enumerate(maps)], axis=1)
 
 
 def label_counts(

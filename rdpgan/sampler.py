@@ -111,6 +111,10 @@ _BLAS_LIMIT = threading.Lock()
 # The tilt's latent draws come from SeedSequence([model seed, TILT_STREAM]): fixed by the
 # model, apart from every sampling call's own stream.
 TILT_STREAM = 0x7117
+# Rows sampled each way (raked, not) to choose between them, from a stream of their own: about
+# 4 s once per model on Adult (2 cores), kept in model.json.
+CHOICE_ROWS = 8_192
+CHOICE_STREAM = 0xC401
 
 
 def spare_workers() -> int:
@@ -172,16 +176,19 @@ def pool_for_noise(config: ModelConfig, noise: float, released_rows: int) -> int
 
 class Tilts:
     """Sampling's tilts, fitted at the first sample after training or loading (concurrent
-    sampling threads wait for one fit); a copy starts empty."""
+    sampling threads wait for one fit), and the raking pool chosen by the self-check; a copy
+    starts empty."""
 
     def __init__(self) -> None:
         self.fitted: list[list[np.ndarray]] | None = None
+        self.pool: int | None = None
         self.lock = threading.Lock()
 
     def clear(self) -> None:
-        """For new weights: the tilts are fitted to the weights they were fitted on."""
+        """For new weights or new releases: both were chosen for the ones they saw."""
         with self.lock:
             self.fitted = None
+            self.pool = None
 
     def __reduce__(self) -> tuple[type[Tilts], tuple[()]]:
         return (Tilts, ())  # a copy (any pickle protocol, copy, deepcopy) starts empty
@@ -258,7 +265,7 @@ class Sampler:
         # does not disturb the caller's random state, and calls may run in parallel threads.
         rng = np.random.default_rng(seed)
         if pool is None:
-            pool = self.raking_pool()
+            pool = self.chosen_pool(workers)
         check_sample_pool("the raking pool", pool)
         picker: postprocess.Raker | postprocess.Herder | None = None
         # In blocks of output rows, so that memory does not grow with n or the pool.
@@ -301,8 +308,46 @@ class Sampler:
         return positions, blocks, labels
 
     def raking_pool(self) -> int:
-        """See :func:`raking_pool`."""
+        """See :func:`raking_pool`: the pool raking would take, where it may rake."""
         return raking_pool(self.config, self.marginals, self.marginal_noise, self.released_rows)
+
+    def chosen_pool(self, workers: int = 1) -> int:
+        """The pool sampling takes: ``model.sample_pool`` where set; else, where raking may
+        rake, raking or not (tilt and herding), whichever puts rows closer to the released
+        marginals by the self-check (:mod:`rdpgan.selfcheck`), on :data:`CHOICE_ROWS` rows
+        drawn both ways from a stream of the model's seed; chosen once. Post-processing: it
+        reads released values and generated rows only."""
+        pool = self.raking_pool()
+        if self.config.sample_pool is not None or pool == 1:
+            return pool
+        with self.tilts.lock:
+            chosen = self.tilts.pool
+        if chosen is None:
+            chosen = min((pool, 1), key=lambda p: (self.release_distance(p, workers), -p))
+            with self.tilts.lock:
+                self.tilts.pool = chosen
+        return chosen
+
+    def release_distance(self, pool: int, workers: int = 1) -> float:
+        """The root mean square gap, in noise stds, of :data:`CHOICE_ROWS` rows sampled with
+        ``pool`` from every released marginal cell (:func:`rdpgan.selfcheck.overall`)."""
+        from rdpgan import selfcheck
+
+        assert self.marginals is not None
+        n = min(CHOICE_ROWS, max(self.released_rows, HERDING_MIN))
+        seed = int(np.random.SeedSequence([self.seed, CHOICE_STREAM]).generate_state(1)[0])
+        _, codes, labels = self.parts(n, None, seed, workers, pool)
+        noise = selfcheck.NoiseStds(*(self.marginal_noise,) * 3)
+        gaps = selfcheck.release_gaps(
+            self.marginals,
+            noise,
+            self.label_probs,
+            self.released_rows,
+            codes,
+            labels,
+            self.transformer.features.names,
+        )
+        return selfcheck.overall(gaps)
 
     def herding_pool(self, n: int) -> int:
         """Generated rows per row kept where a call for ``n`` rows does not rake:

@@ -20,7 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from rdpgan import checkpoint, distributed
+from rdpgan import checkpoint, distributed, selfcheck
 from rdpgan.cli import (
     existing_files,
     exit_finished,
@@ -202,8 +202,12 @@ def finish(
     """Sample and write the outputs (``synthetic.csv`` last: its presence means 'done', so a
     run killed before it resumes to write them all, the privacy warning included), and the
     held-out rows as ``test.csv`` when the run holds any out."""
-    synthetic = model.sample(cfg.sample.n, workers=spare_workers())  # nothing else runs now
-    assert model.ledger is not None
+    # (Nothing else runs now: every core samples.)
+    parts = model.sampler.parts(cfg.sample.n, None, None, spare_workers())
+    assert model.ledger is not None and model.transformer is not None
+    synthetic = model.transformer.decode_parts(*parts)
+    gaps = model.release_gaps(parts[1], parts[2])  # free: released values and rows
+    model.metrics["self_check"] = [gap.to_dict() for gap in gaps]
 
     def write_all() -> None:
         assert model.transformer is not None and model.ledger is not None
@@ -222,6 +226,9 @@ def finish(
     if not model.ledger.end_to_end:
         for note in model.ledger.notes:
             print(f"WARNING: {note}", file=sys.stderr)
+    loud = selfcheck.loud_line(gaps)
+    if loud is not None:
+        print(loud, file=sys.stderr)
     spent = model.ledger.to_dict()["epsilon_spent"]
     print(
         f"wrote {len(synthetic)} synthetic rows to {out / 'synthetic.csv'}; "

@@ -427,20 +427,23 @@ def test_null_settings_rake_and_tilt_only_where_the_marginals_are_precise(tmp_pa
     generated = count_generated(monkeypatch)
     share = noise / model.released_rows
     # Where sampling does not rake, it herds, here on pairs too (a narrow table, a small call):
-    # from a pool of HERDING_PAIRS_POOL rows per kept row.
-    for scale, pool, tilted, per_row in (
-        (1.01, sampler.RAKING_POOL, True, sampler.RAKING_POOL),
-        (0.99, 1, False, sampler.HERDING_PAIRS_POOL),
-    ):
+    # from a pool of HERDING_PAIRS_POOL rows per kept row. Where it may rake, the self-check
+    # chooses raking or not once, and a saved model keeps the choice.
+    for scale, pool, tilted in ((1.01, sampler.RAKING_POOL, True), (0.99, 1, False)):
         monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", share * scale)
         monkeypatch.setattr(sampler, "TILT_NOISE_LIMIT", share * scale)
         assert model.sampler.raking_pool() == pool and model.sampler.tilting() == tilted
         assert (model.sampler.class_tilts() is not None) == tilted
+        chosen = model.sampler.chosen_pool()
+        assert chosen in {pool, 1}
+        per_row = chosen if chosen > 1 else sampler.HERDING_PAIRS_POOL
         generated.clear()
         assert len(model.sample(300, seed=1)) == 300 and generated == [300 * per_row]
         model.save(tmp_path)
         loaded = DPCGAN.load(tmp_path, device="cpu")
         assert loaded.sampler.raking_pool() == pool and loaded.sampler.tilting() == tilted
+        generated.clear()
+        assert loaded.sampler.chosen_pool() == chosen and generated == []  # kept, not redone
     model.model_config.sample_pool, model.model_config.tilt_sampling = 3, True
     assert model.sampler.raking_pool() == 3 and model.sampler.tilting()
     model.model_config.tilt_sampling = False
