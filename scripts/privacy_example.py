@@ -1,13 +1,17 @@
-"""The README's ``privacy.json`` example, taken from a real run of the default command.
+"""The README's ``privacy.json`` example and self-check figures, from one real run of the
+default command.
 
     python scripts/privacy_example.py
 
 Runs ``python -m rdpgan.train dataset=adult epsilon=8`` (the README's first command) in a
 temporary directory, writes its ledger to ``results/privacy_example.json`` (with the command,
 date, commit and machine), and replaces the example between the README's markers with it, its
-numbers rounded for reading. The run draws fresh OS entropy (as a user's would: a noise seed
-would mark it not end-to-end); the sampling rate comes from the noisy label counts, so its
-last digits, and σ's, move from run to run. The run's ``seed`` is the default (0).
+numbers rounded for reading. From the same run, ``results/self_check.md``: how far its
+``synthetic.csv`` sits from each release (``metrics.json``'s ``self_check``) and the distance
+of each sampling variant that chose it (:meth:`rdpgan.sampler.Sampler.release_distance`).
+The run draws fresh OS entropy (as a user's would: a noise seed would mark it not end-to-end);
+the sampling rate comes from the noisy label counts, so its last digits, and σ's, move from
+run to run. The run's ``seed`` is the default (0).
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ def main() -> None:
             env=os.environ,
         )
         ledger = json.loads((run / "privacy.json").read_text())
+        write_self_check(run, commit, date)
     record = {
         "command": "python -m rdpgan.train " + " ".join(ARGS),
         "made_by": "python scripts/privacy_example.py",
@@ -79,6 +84,38 @@ def main() -> None:
     block += "`results/privacy_example.json` holds it unrounded)\n"
     readme.write_text(before + block + END + after)
     print(f"epsilon_spent {ledger['epsilon_spent']:.4f}; README updated")
+
+
+def write_self_check(run: Path, commit: str, date: str) -> None:
+    """The run's self-check and its sampling choice, as ``results/self_check.md``."""
+    from rdpgan.sampler import RAKING_POOL, spare_workers
+    from rdpgan.synthesizer import DPCGAN
+
+    gaps = json.loads((run / "metrics.json").read_text())["self_check"]
+    sampling = DPCGAN.load(run).sampler
+    distances = {
+        pool: sampling.release_distance(pool, spare_workers()) for pool in (RAKING_POOL, 1)
+    }
+    lines = [
+        "# The self-check of a default run",
+        "",
+        "| release | cells | rms gap (noise stds) | largest | where |",
+        "| --- | ---: | ---: | ---: | --- |",
+        *(
+            f"| {g['release']} | {g['cells']} | {g['rms']:.2f} | {g['worst']:.2f} | {g['where']} |"
+            for g in gaps
+        ),
+        "",
+        "The sampling variants it chose between (root mean square gap over every released cell,"
+        " on 8,192 rows each): "
+        + ", ".join(f"pool {pool}: {d:.2f}" for pool, d in distances.items())
+        + f"; chosen: pool {sampling.chosen_pool()}.",
+        "",
+        f"The rows of `synthetic.csv` of `python -m rdpgan.train {' '.join(ARGS)}` (seed 0, fresh"
+        f" OS entropy) against the run's own releases. Made by `python scripts/privacy_example.py`"
+        f" at {commit} on {machine_line()}, {date}.",
+    ]
+    (REPO / "results" / "self_check.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
