@@ -177,3 +177,26 @@ def test_wide_columns_are_cut_at_equal_released_mass_and_decoded_inside_it():
 def test_point_mass_outside_the_bounds_is_refused():
     with pytest.raises(UserInputError, match="point masses"):
         Continuous("x", 1, 10, point_masses=(0.0,))
+
+
+def test_nullable_integers_are_written_as_integers():
+    """An integer column that may be missing is held as floats (NaN), and written as integers
+    (an age as 58, not 58.0) by the CSV and the Arrow writers alike; other columns as they are."""
+    schema = Schema.from_specs(
+        [
+            {
+                "name": "age",
+                "kind": "continuous",
+                "lo": 0,
+                "hi": 100,
+                "integer": True,
+                "missing": True,
+            },
+            {"name": "x", "kind": "continuous", "lo": 0, "hi": 1, "missing": True},
+        ]
+    )
+    frame = pd.DataFrame({"age": [58.0, np.nan, 9.0], "x": [0.5, 0.25, np.nan]})
+    assert schema.written(frame).to_csv(index=False) == "age,x\n58,0.5\n,0.25\n9,\n"
+    table = schema.written_arrow(pa.Table.from_pandas(frame))
+    assert table["age"].type == pa.int64() and table["age"].to_pylist() == [58, None, 9]
+    assert table["x"].to_pylist() == [0.5, 0.25, None]

@@ -349,15 +349,33 @@ class Schema:
             if isinstance(c, Continuous) and (c.missing_as is not None or c.date_format)
         ]
 
+    @property
+    def nullable_integers(self) -> list[Continuous]:
+        """Integer columns that may be missing, spelled as numbers: held as floats (NaN), they
+        are written as integers (an age as 58, not 58.0)."""
+        return [
+            c
+            for c in self.columns
+            if isinstance(c, Continuous) and c.integer and c.missing and c not in self.spelled
+        ]
+
     def written(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """``frame`` as a CSV is written (:meth:`Continuous.written`)."""
-        out = frame.copy() if self.spelled else frame
+        """``frame`` as a CSV is written (:meth:`Continuous.written`; nullable integers as
+        integers)."""
+        integers = self.nullable_integers
+        out = frame.copy() if self.spelled or integers else frame
         for column in self.spelled:
             out[column.name] = column.written(frame[column.name])
+        for column in integers:
+            out[column.name] = frame[column.name].round().astype("Int64")
         return out
 
     def written_arrow(self, table: pa.Table) -> pa.Table:
-        """:meth:`written` for an Arrow table (those columns become text)."""
+        """:meth:`written` for an Arrow table (spelled columns become text, nullable integers
+        integers)."""
+        for column in self.nullable_integers:
+            values = pc.cast(pc.round(table[column.name]), pa.int64())
+            table = table.set_column(table.schema.get_field_index(column.name), column.name, values)
         for column in self.spelled:
             values = table[column.name]
             if column.date_format is not None:
