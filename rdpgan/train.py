@@ -69,6 +69,7 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
     """The whole job. Every check of the settings, and of the data that does not need a
     release, runs before any output; a failure after privacy is spent keeps its ledger."""
     apply_thread_policy(cfg.train.threads)
+    release_undeclared_schema(cfg)
     distributed.start(resolve_device(cfg.device))
     lead = distributed.rank() == 0  # under torchrun only rank 0 writes anything
     if distributed.world_size() > 1:
@@ -99,6 +100,15 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
     positive = cfg.dataset.positive_label if schema.positive is None else schema.positive
     model.fit(train_rows, cfg.dataset.target, schema, positive, out if lead else None)
     return finish(model, test_rows, cfg, out, cfg.dataset.test_size > 0) if lead else model
+
+
+def release_undeclared_schema(cfg: RunConfig) -> None:
+    """A table whose schema nobody declared (``dataset=csv`` without ``schema.file``) gets a
+    private one, released with DP and paid from its budget: the one safe choice that needs
+    nothing from the user (``schema=unsafe_infer`` stays explicit). Recorded so in run.json."""
+    schema = cfg.schema
+    if schema.source == "declared" and schema.file is None and not cfg.dataset.columns:
+        schema.source = "private"
 
 
 def new_model(cfg: RunConfig) -> DPCGAN:

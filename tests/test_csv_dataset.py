@@ -430,7 +430,8 @@ def test_type_overrides_make_a_numeric_column_categorical():
 
 
 def test_a_raw_csv_trains_quietly_and_its_schema_yaml_trains_again_with_its_cost(tmp_path):
-    """Nothing but the target named: a handful of lines (no Opacus INFO, one for the schema),
+    """Nothing but the target named (no schema flag: a private schema is released, paid from
+    epsilon): a handful of lines (no Opacus INFO, one for the schema),
     a schema.yaml that `schema.file=` reads back (nothing is released for it again, and what
     its release cost joins the new run's ledger), and categorical columns that hold released
     levels only, as strings."""
@@ -442,8 +443,9 @@ def test_a_raw_csv_trains_quietly_and_its_schema_yaml_trains_again_with_its_cost
         *TINY,
         "epsilon=50",
     ]
-    result = train_cli(tmp_path, *base, "schema=private")
+    result = train_cli(tmp_path, *base)
     assert result.returncode == 0, result.stderr
+    assert read(tmp_path / "run", "run.json")["schema"]["source"] == "private"
     lines = (result.stdout + result.stderr).strip().splitlines()
     assert len(lines) <= 5 and not any("INFO" in line for line in lines), lines
     run = tmp_path / "run"
