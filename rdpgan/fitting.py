@@ -31,8 +31,10 @@ import torch
 
 from rdpgan import adaptive, checkpoint, distributed, measure, sampler
 from rdpgan.checkpoint import Checkpointer
-from rdpgan.config import TrainConfig
+from rdpgan.config import DatasetConfig, SchemaConfig, TrainConfig
 from rdpgan.critic import make_critic
+from rdpgan.data.datasets import frame_cells
+from rdpgan.data.loading import conform_rows, resolve_schema
 from rdpgan.data.schema import Schema
 from rdpgan.data.target import check_target
 from rdpgan.errors import UserInputError
@@ -41,11 +43,12 @@ from rdpgan.io import read_json, write_json
 from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy.budget import LEDGER_FILE, NON_PRIVATE, validate_budget
 from rdpgan.privacy.dp_sgd import PlainSGD
-from rdpgan.privacy.ledger import PrivacyLedger
-from rdpgan.privacy.private_schema import SchemaRelease
+from rdpgan.privacy.ledger import PrivacyLedger, Release
+from rdpgan.privacy.private_schema import SchemaBudget, SchemaRelease
 from rdpgan.privacy.randomness import (
     FIT_STREAM,
     RANK_STREAM,
+    SCHEMA_STREAM,
     SecretRandomness,
     exact_sample_rate,
 )
@@ -199,6 +202,31 @@ def _secret(model: FittedModel, first_step: int) -> SecretRandomness:
     rank = distributed.rank()
     ranks = (RANK_STREAM, rank) if rank > 0 else ()  # rank 0 draws as one process would
     return SecretRandomness(model.privacy.noise_seed, FIT_STREAM, first_step, *ranks)
+
+
+def release_frame_schema(
+    model: FittedModel,
+    df: pd.DataFrame,
+    target: str,
+    positive_label: Any,
+    directory: str | Path | None,
+) -> tuple[pd.DataFrame, SchemaRelease]:
+    """(rows, schema) of a DataFrame given no schema: its cells read as text one by one, as a
+    CSV's are, and a private schema released from them with the run's secret randomness (OS
+    entropy unless ``privacy.noise_seed``), its cost in the ledger before its noise."""
+    dataset = DatasetConfig(name="dataframe", target=target, positive_label=positive_label)
+    if target not in df.columns:
+        raise UserInputError(f"target column {target!r} is not in the data")
+    config = SchemaConfig(source="private")
+    cells = frame_cells(df)
+    budget = SchemaBudget(model.epsilon, model.delta, model.privacy.accountant)
+    rng = SecretRandomness(model.privacy.noise_seed, SCHEMA_STREAM).numpy
+
+    def pay(costs: list[Release]) -> None:
+        charge_schema(model, SchemaRelease.cost(costs), directory)
+
+    release = resolve_schema(cells, dataset, config, budget, rng, pay=pay)
+    return conform_rows(cells, release, dataset, config), release
 
 
 def charge_schema(model: FittedModel, release: SchemaRelease, directory: str | Path | None) -> None:

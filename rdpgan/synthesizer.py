@@ -36,15 +36,16 @@ class DPCGAN(FittedModel):
         self,
         df: pd.DataFrame,
         target: str,
-        schema: SchemaLike,
+        schema: SchemaLike | None = None,
         positive_label: Any = None,
         checkpoint_dir: str | Path | None = None,
     ) -> DPCGAN:
         """Train on ``df`` (the private rows); domains come from ``schema`` alone.
 
-        A :class:`~rdpgan.privacy.private_schema.SchemaRelease` (e.g. ``schema=private``)
-        brings its cost and notes into this run's ledger, composed with everything else; a
-        declared schema (Schema or column specs) is public and costs nothing.
+        Without ``schema``, one is released with DP from ``df``'s cells (paid from epsilon, in
+        the ledger). A :class:`~rdpgan.privacy.private_schema.SchemaRelease` brings its cost
+        and notes into this run's ledger, composed with everything else; a declared schema
+        (Schema or column specs) is public and costs nothing.
 
         With ``checkpoint_dir``, the training state is saved every
         ``train.checkpoint_share`` of the planned steps (or ``train.checkpoint_every`` steps)
@@ -53,7 +54,12 @@ class DPCGAN(FittedModel):
         from rdpgan import fitting
         from rdpgan.privacy.private_schema import SchemaRelease
 
-        if not isinstance(schema, SchemaRelease):
+        if schema is None:
+            df, schema = fitting.release_frame_schema(
+                self, df, target, positive_label, checkpoint_dir
+            )
+            positive_label = positive_label if schema.positive is None else schema.positive
+        elif not isinstance(schema, SchemaRelease):
             schema = SchemaRelease(
                 schema if isinstance(schema, Schema) else Schema.from_specs(schema)
             )

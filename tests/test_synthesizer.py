@@ -844,3 +844,27 @@ def test_pairs_chosen_after_training_are_reserved_before_dp_sgd_and_raked_toward
     assert math.isclose(recompute_epsilon(spent), spent["epsilon_spent"], rel_tol=1e-9)
     pure = [r.epsilon for r in model.ledger.releases if r.kind == "pure"]
     assert selection.epsilon > 0 and model.ledger.basic_epsilon() == pytest.approx(sum(pure))
+
+
+def test_fit_without_a_schema_releases_one_and_pays_for_it(data_dir):
+    """``DPCGAN(epsilon=4).fit(df, target=...)``, as a data scientist writes it: the schema is
+    released with DP from the frame's cells (read one by one, as a CSV's), its cost is in the
+    ledger, and the rows it samples hold the released columns; integers come back whole."""
+    from tests.test_train_cli import ADULT_COLUMNS
+
+    df = pd.read_csv(
+        data_dir / "adult" / "adult.data",
+        header=None,
+        names=ADULT_COLUMNS,
+        skipinitialspace=True,
+        nrows=6000,
+    )
+    model = DPCGAN(epsilon=4.0, device="cpu", **SMALL).fit(df, target="income")
+    names = [r.name for r in model.ledger.releases]
+    assert names[:2] == ["schema", "schema_new_values"] and "dp_sgd_discriminator" in names
+    assert model.ledger.end_to_end and model.ledger.epsilon() <= 4.0
+    rows = model.sample(200, seed=1)
+    assert list(rows.columns) == [c for c in ADULT_COLUMNS if c in rows.columns]
+    assert set(rows["income"]) <= {">50K", "<=50K"}
+    age = rows["age"].dropna()
+    assert (age == age.round()).all()

@@ -46,6 +46,17 @@ def separator(path: Path, config: DatasetConfig) -> str:
     return max(SEPARATORS, key=header.count)
 
 
+def frame_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """A DataFrame's cells as :func:`read_cells` reads a file's: each as text on its own
+    (without surrounding spaces), a missing or empty one missing."""
+    cells = frame.astype(object).map(lambda v: np.nan if _missing(v) else str(v).strip())
+    return cells.mask(cells == "")
+
+
+def _missing(value: object) -> bool:
+    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
+
+
 def read_cells(config: DatasetConfig, root: str | None = None) -> pd.DataFrame:
     """The rows of the file ``config`` names, every cell as the file spells it (without
     surrounding spaces; an empty cell or a ``na_values`` token is missing), with its target
