@@ -328,6 +328,8 @@ class SampleCliConfig:
     out: str = "???"  # .csv or .parquet; relative to the current directory
     n: int | None = None  # default: the model's released (noisy) row count
     label: Any = None  # a class of the target: only rows of that class
+    # Only rows that meet these: {column: level, number, or [low, high]} (rdpgan.conditions).
+    conditions: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None  # default: the model's training seed
     chunk_size: int = 100_000  # rows generated and written at a time (bounds memory)
     # The model's sampling settings for this file (null: as the run chose them): generated rows

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -79,18 +79,23 @@ def iter_samples(
     seed: int = 0,
     chunk_size: int = 100_000,
     workers: int = 1,
+    conditions: Mapping[str, Any] | None = None,
 ) -> Iterator[pa.Table]:
     """``n`` rows as consecutive Arrow tables of at most ``chunk_size`` rows, by ``workers``
     threads: chunks side by side, or, with fewer chunks than workers, each chunk's generator
     passes side by side. Every matrix product runs on one BLAS thread (BLAS threads are
     process-wide: restored when the iteration ends), since products split over threads round
     otherwise (in the last bit, which moves a draw now and then): the tables do not depend on
-    ``workers``."""
+    ``workers``. With ``conditions``, only rows that meet them (:mod:`rdpgan.conditions`)."""
     sizes = chunk_sizes(n, chunk_size)
     inner = max(1, workers // len(sizes))
 
     def chunk(index: int, size: int) -> pa.Table:
-        return model.sample_arrow(size, label=label, seed=chunk_seed(seed, index), workers=inner)
+        seeded = chunk_seed(seed, index)
+        if conditions:
+            rows = model.sample(size, label, seeded, inner, conditions)
+            return pa.Table.from_pandas(rows, preserve_index=False)
+        return model.sample_arrow(size, label=label, seed=seeded, workers=inner)
 
     with threadpool_limits(1, user_api="blas"):
         yield from ordered_parallel(chunk, sizes, min(workers, len(sizes)))
@@ -192,6 +197,7 @@ def write_samples(
     seed: int | None = None,
     chunk_size: int = 100_000,
     workers: int = 1,
+    conditions: Mapping[str, Any] | None = None,
 ) -> int:
     """Sample into ``out`` chunk by chunk and atomically; returns the number of rows written.
 
@@ -213,6 +219,7 @@ def write_samples(
         model.seed if seed is None else seed,
         chunk_size,
         workers,
+        conditions,
     )
     if spelled:
         tables = (schema.written_arrow(table) for table in tables)
@@ -250,21 +257,27 @@ def run(cfg: SampleCliConfig) -> None:
     pairs = model.sampler.herding_pairs(rows)
     model.model_config = replace(model.model_config, herding_pairs=pairs)
     workers = sampling_workers()
-    n = write_samples(model, out, cfg.n, cfg.label, cfg.seed, cfg.chunk_size, workers)
+    n = write_samples(
+        model, out, cfg.n, cfg.label, cfg.seed, cfg.chunk_size, workers, cfg.conditions
+    )
     for note in model.privacy_notes:  # after the work: bad input stays a one-line error
         print(f"WARNING: {note}", file=sys.stderr)
     print(f"wrote {n} synthetic rows to {out}")
 
 
 def quote_label(args: list[str]) -> list[str]:
-    """Pass ``label=`` through Hydra as a quoted string: class names like >50K are not values
-    Hydra's override grammar accepts bare."""
+    """Pass ``label=`` and ``conditions.COLUMN=`` through Hydra as quoted strings (but a
+    ``[low, high]`` range): class names like >50K are not values Hydra's override grammar
+    accepts bare. A condition names a column the config does not know: it is added (``+``)."""
     quoted = []
     for arg in args:
         key, sep, value = arg.partition("=")
-        if key == "label" and sep and not value.startswith(("'", '"')):
-            arg = f"label={QuotedString(value, Quote.single).with_quotes()}"
-        quoted.append(arg)
+        condition = key.lstrip("+").startswith("conditions.")
+        if condition:
+            key = "+" + key.lstrip("+")
+        if sep and (key == "label" or condition) and not value.startswith(("'", '"', "[")):
+            value = QuotedString(value, Quote.single).with_quotes()
+        quoted.append(f"{key}{sep}{value}")
     return quoted
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import numbers
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 from threadpoolctl import threadpool_limits
 
+from rdpgan import conditions as conditions_module
 from rdpgan import postprocess
 from rdpgan.config import ModelConfig
 from rdpgan.errors import UserInputError
@@ -141,6 +143,11 @@ def check_sample_pool(name: str, pool: int | None) -> None:
         raise UserInputError(f"{name} must be between 1 and {RAKING_ROWS}, got {pool}")
 
 
+def check_rows(n: object) -> None:
+    if not isinstance(n, (int, np.integer)) or n <= 0:
+        raise UserInputError(f"the number of rows to sample must be a positive integer, got {n}")
+
+
 def check_workers(workers: int) -> None:
     """A whole number of threads from 1, checked before any work."""
     if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
@@ -209,17 +216,41 @@ class Sampler:
     tilts: Tilts = field(default_factory=Tilts)
 
     def sample(
-        self, n: int | None = None, label: Any = None, seed: int | None = None, workers: int = 1
+        self,
+        n: int | None = None,
+        label: Any = None,
+        seed: int | None = None,
+        workers: int = 1,
+        conditions: Mapping[str, Any] | None = None,
     ) -> pd.DataFrame:
         """Draw ``n`` synthetic rows (default: the released size of the training table).
 
         ``label`` fixes the condition to one class; otherwise labels follow the released
-        (noisy) label frequencies. ``workers`` threads generate them: from 2 on, the rows do
-        not depend on it (every product on one BLAS thread); with 1, the products run on
+        (noisy) label frequencies. ``conditions`` ({column: level, or number, or (low, high)})
+        keeps only rows that meet them (:mod:`rdpgan.conditions`; the target's by the
+        generator's own conditioning). ``workers`` threads generate them: from 2 on, the rows
+        do not depend on it (every product on one BLAS thread); with 1, the products run on
         BLAS's threads as the process has them, which can round otherwise in the last bit and
         move a draw now and then (files, :mod:`rdpgan.sample`, never do).
         """
-        return self.transformer.decode_parts(*self.parts(n, label, seed, workers))
+        if not conditions:
+            return self.transformer.decode_parts(*self.parts(n, label, seed, workers))
+        target = self.transformer.target
+        wanted, tests = conditions_module.parse(conditions, self.transformer.schema, target)
+        if wanted is not None:
+            if label is not None and str(label) != str(wanted):
+                raise UserInputError(f"label {label!r} and the condition on {target!r} differ")
+            label = wanted
+        n = self.released_rows if n is None else n
+        check_rows(n)
+        seed = self.seed if seed is None else seed
+        if not tests:
+            return self.sample(n, label, seed, workers)
+
+        def generate(rows: int, batch_seed: int) -> pd.DataFrame:
+            return self.transformer.decode_parts(*self.parts(rows, label, batch_seed, workers))
+
+        return conditions_module.sample_where(generate, n, tests, seed, repr(dict(conditions)))
 
     def sample_arrow(
         self, n: int | None = None, label: Any = None, seed: int | None = None, workers: int = 1
@@ -243,10 +274,7 @@ class Sampler:
         if n is None:
             # The released (noisy) total: the output size does not reveal the exact row count.
             n = self.released_rows
-        if not isinstance(n, (int, np.integer)) or n <= 0:
-            raise UserInputError(
-                f"the number of rows to sample must be a positive integer, got {n}"
-            )
+        check_rows(n)
         seed = self.seed if seed is None else seed
         check_seed("the sampling seed", seed)
         check_workers(workers)

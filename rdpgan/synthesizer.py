@@ -12,7 +12,7 @@ fitted or resumed, not with this module: a saved model is loaded and sampled wit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,15 +104,22 @@ class DPCGAN(FittedModel):
         fitting.charge_schema(self, release, directory)
 
     def sample(
-        self, n: int | None = None, label: Any = None, seed: int | None = None, workers: int = 1
+        self,
+        n: int | None = None,
+        label: Any = None,
+        seed: int | None = None,
+        workers: int = 1,
+        conditions: Mapping[str, Any] | None = None,
     ) -> pd.DataFrame:
         """Draw ``n`` synthetic rows (default: the released size of the training table).
 
         ``label`` fixes the condition to one class; otherwise labels follow the released
-        (noisy) label frequencies. ``workers`` threads generate them (see
-        :meth:`rdpgan.sampler.Sampler.sample`: from 2 on, the rows do not depend on it).
+        (noisy) label frequencies. ``conditions`` keeps rows that meet them, e.g.
+        ``{"sex": "Female", "age": (30, 40)}`` (a level, a number, or an inclusive range).
+        ``workers`` threads generate them (see :meth:`rdpgan.sampler.Sampler.sample`: from 2
+        on, the rows do not depend on it).
         """
-        return self.sampler.sample(n, label, seed, workers)
+        return self.sampler.sample(n, label, seed, workers, conditions)
 
     def sample_arrow(
         self, n: int | None = None, label: Any = None, seed: int | None = None, workers: int = 1

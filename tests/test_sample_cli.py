@@ -88,6 +88,29 @@ def test_label_gives_only_that_class(tmp_path, trained_run, label):
     assert set(pd.read_parquet(tmp_path / "s.parquet")["income"]) == {label}
 
 
+def test_conditions_give_only_rows_that_meet_them(tmp_path, trained_run):
+    """``conditions.COLUMN=`` as a shell passes it: a level (>50K unquoted), a [low, high]
+    range; exactly n rows, all meeting them; an unknown column is one line and exit 2."""
+    result = sample_cli(
+        tmp_path,
+        f"run_dir={trained_run}",
+        "out=s.csv",
+        "n=300",
+        "conditions.sex=Female",
+        "conditions.age=[30,40]",
+        "conditions.income=>50K",
+    )
+    assert result.returncode == 0, result.stderr
+    rows = read_back(tmp_path / "s.csv", schema_of(trained_run))
+    assert len(rows) == 300 and set(rows["sex"]) == {"Female"}
+    assert set(rows["income"]) == {">50K"} and rows["age"].between(30, 40).all()
+    refused = sample_cli(tmp_path, f"run_dir={trained_run}", "out=t.csv", "conditions.nope=1")
+    errors = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and errors == [
+        "error: condition on 'nope': the table has no such column"
+    ]
+
+
 def test_labels_match_the_declared_levels_by_type():
     numeric = Categorical("y", (0, 1))
     assert resolve_label(numeric, "1") == 1 and resolve_label(numeric, 1.0) == 1

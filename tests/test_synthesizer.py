@@ -868,3 +868,28 @@ def test_fit_without_a_schema_releases_one_and_pays_for_it(data_dir):
     assert set(rows["income"]) <= {">50K", "<=50K"}
     age = rows["age"].dropna()
     assert (age == age.round()).all()
+
+
+def test_conditional_sampling_returns_exactly_the_rows_asked_for():
+    """Conditions on any columns: a level, an inclusive numeric range, the target (by the
+    generator's own conditioning); exactly n rows, all meeting them, the same for the same
+    seed; a condition rows meet too rarely, or one the table cannot hold, is one clear error."""
+    model = DPCGAN(epsilon=8.0, device="cpu", **SMALL).fit(toy_table(), "y", SCHEMA)
+    women = model.sample(400, seed=1, conditions={"c": "b"})
+    assert len(women) == 400 and set(women["c"]) == {"b"}
+    ranged = model.sample(300, seed=1, conditions={"n": (30, 40), "y": 1})
+    assert len(ranged) == 300 and ranged["n"].between(30, 40).all()
+    assert set(ranged["y"]) == {1}
+    again = model.sample(300, seed=1, conditions={"n": (30, 40), "y": "1"})
+    pd.testing.assert_frame_equal(ranged, again)
+    with pytest.raises(UserInputError, match=r"hold for .*% of generated rows"):
+        model.sample(50, seed=1, conditions={"x": (4.999, 5.0), "n": (100, 100)})
+    for conditions, message in (
+        ({"nope": 1}, "no such column"),
+        ({"c": "z"}, "not one of its levels"),
+        ({"n": (40, 30)}, "is empty"),
+        ({"n": "many"}, "holds no numbers"),
+        ({"n": [1, 2, 3]}, "a number or a"),
+    ):
+        with pytest.raises(UserInputError, match=message):
+            model.sample(10, conditions=conditions)
