@@ -20,7 +20,7 @@ import tempfile
 import traceback
 import warnings
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 import pytest
@@ -45,6 +45,29 @@ def _fixed_global_rngs() -> None:
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
+
+
+# Tests of optional extras (the AIM/MST peers' mbi, the development suite's data, Hydra's Ray
+# launcher) skip, saying how to run them, unless named here (comma-separated, or "all"): then
+# a missing extra fails them.
+OPTIONAL = "RDPGAN_TEST_OPTIONAL"
+
+
+def optional(feature: str, available: bool, how: str) -> None:
+    """Skip a test of an optional ``feature`` that is not ``available``, unless it was asked
+    for (:data:`OPTIONAL`): then fail, saying ``how`` to provide it."""
+    if available:
+        return
+    asked = {name.strip() for name in os.environ.get(OPTIONAL, "").split(",")}
+    if feature in asked or "all" in asked:
+        pytest.fail(f"{feature} was asked for ({OPTIONAL}) and is missing: {how}")
+    pytest.skip(f"optional {feature}: {how}; {OPTIONAL}={feature} makes it required")
+
+
+def optional_module(feature: str, module: str, how: str) -> Any:
+    """The module an optional feature's test needs (see :func:`optional`)."""
+    optional(feature, importlib.util.find_spec(module) is not None, how)
+    return importlib.import_module(module)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import optional_module
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 from benchmark import append_rows, read_rows  # noqa: E402
@@ -140,7 +142,7 @@ def test_parallel_epsilon_jobs_run_the_cgan_cell_once(tmp_path, data_dir):
 def test_grid_runs_under_the_ray_launcher(tmp_path, data_dir):
     """Hydra's Ray launcher (the `ray` extra) runs the cells as tasks on a local Ray instance
     it starts with 2 CPUs; their rows all land, each once, as with the joblib launcher."""
-    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    optional_module("ray", "hydra_plugins.hydra_ray_launcher", "pip install -e '.[ray]'")
     results = tmp_path / "results"
     grid = cervical_grid(
         tmp_path,

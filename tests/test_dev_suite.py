@@ -25,6 +25,7 @@ from rdpgan.cli import compose_run_config
 from rdpgan.data.loading import load_split
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.data.target import matching_class
+from tests.conftest import optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
@@ -181,10 +182,11 @@ def test_a_wheel_with_another_hash_writes_nothing(tmp_path, tiny_suite, monkeypa
 
 def dev_root() -> Path:
     root = Path(os.environ.get("RDPGAN_DATA_DIR") or REPO.parent / "shared" / "data").resolve()
-    if not (root / dd.DEVSUITE).is_dir():
-        pytest.skip(
-            f"no development suite under {root} (scripts/download_data.py --dataset devsuite)"
-        )
+    optional(
+        "devsuite",
+        (root / dd.DEVSUITE).is_dir(),
+        f"no development suite under {root} (scripts/download_data.py --dataset devsuite)",
+    )
     return root
 
 

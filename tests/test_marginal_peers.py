@@ -18,6 +18,7 @@ import pytest
 
 from rdpgan.data.discretize import table_codes, table_sizes
 from rdpgan.data.schema import Categorical, Continuous, Schema
+from tests.conftest import optional_module
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
@@ -102,7 +103,7 @@ def test_zcdp_conversion_is_valid_and_tight(epsilon):
 
 @pytest.fixture(scope="module")
 def released() -> dict:
-    pytest.importorskip("mbi")
+    optional_module("peers", "mbi", "pip install mbi (Private-PGM)")
     frame = small_table()
     codes, sizes = peers.encode(SCHEMA, frame)
     out = {"real": frame}
@@ -135,7 +136,7 @@ def test_peer_reproduces_marginals_at_large_epsilon(released, method):
 def test_model_marginals_match_brute_force():
     """The junction-tree marginals AIM and MST score candidates with, against the normalised
     product of the model's potentials over the whole (small) domain."""
-    mbi = pytest.importorskip("mbi")
+    mbi = optional_module("peers", "mbi", "pip install mbi (Private-PGM)")
     codes, sizes = peers.encode(SCHEMA, small_table())
     rng = np.random.default_rng(0)
     measured = [(0,), (1,), (2,), (3,), (0, 1), (1, 2)]  # column 3: a separate component
