@@ -35,7 +35,7 @@ from rdpgan.io import atomic_write, read_json, write_json
 from rdpgan.marginals import PAIR_MARGINALS, Marginals
 from rdpgan.privacy.budget import LEDGER_FILE, NON_PRIVATE, validate_budget
 from rdpgan.sampler import Sampler, Tilts, check_seed
-from rdpgan.selfcheck import NoiseStds, ReleaseGap, release_gaps
+from rdpgan.selfcheck import NoiseStds, ReleaseGap
 from rdpgan.settings import validate_settings
 from rdpgan.transform import TableTransformer
 
@@ -168,21 +168,10 @@ class FittedModel:
     def release_gaps(self, codes: np.ndarray, labels: np.ndarray) -> list[ReleaseGap]:
         """How far rows sampled from this model (their codes and label codes) sit from its
         releases, each in its own noise (from the run's ledger): :mod:`rdpgan.selfcheck`."""
-        if self.marginals is None or self.transformer is None or self.label_probs is None:
-            return []
         noise = NoiseStds.from_ledger(self.ledger, self.marginal_noise)
         pair_release = self.ledger.find(PAIR_MARGINALS) if self.ledger is not None else None
         released_pairs = None if pair_release is None else int(pair_release.details["tables"])
-        return release_gaps(
-            self.marginals,
-            noise,
-            self.label_probs,
-            self.released_rows,
-            codes,
-            labels,
-            self.transformer.features.names,
-            released_pairs,
-        )
+        return self.sampler.release_gaps(codes, labels, noise, released_pairs)
 
     def freeze(self, state: dict[str, np.ndarray]) -> FrozenGenerator:
         """A generator for sampling from saved weights ``state``, laid out for this model's

@@ -23,7 +23,7 @@ import pyarrow as pa
 from threadpoolctl import threadpool_limits
 
 from rdpgan import conditions as conditions_module
-from rdpgan import postprocess
+from rdpgan import postprocess, selfcheck
 from rdpgan.config import ModelConfig
 from rdpgan.errors import UserInputError
 from rdpgan.frozen import FrozenGenerator
@@ -359,14 +359,26 @@ class Sampler:
     def release_distance(self, pool: int, workers: int = 1) -> float:
         """The root mean square gap, in noise stds, of :data:`CHOICE_ROWS` rows sampled with
         ``pool`` from every released marginal cell (:func:`rdpgan.selfcheck.overall`)."""
-        from rdpgan import selfcheck
-
         assert self.marginals is not None
         n = min(CHOICE_ROWS, max(self.released_rows, HERDING_MIN))
         seed = int(np.random.SeedSequence([self.seed, CHOICE_STREAM]).generate_state(1)[0])
         _, codes, labels = self.parts(n, None, seed, workers, pool)
-        noise = selfcheck.NoiseStds(*(self.marginal_noise,) * 3)
-        gaps = selfcheck.release_gaps(
+        return selfcheck.overall(self.release_gaps(codes, labels))
+
+    def release_gaps(
+        self,
+        codes: np.ndarray,
+        labels: np.ndarray,
+        noise: selfcheck.NoiseStds | None = None,
+        released_pairs: int | None = None,
+    ) -> list[selfcheck.ReleaseGap]:
+        """:func:`rdpgan.selfcheck.release_gaps` of rows sampled from this generator (their
+        codes and label codes), in ``noise`` (default: the largest release noise for all)."""
+        if self.marginals is None:
+            return []
+        if noise is None:
+            noise = selfcheck.NoiseStds(*(self.marginal_noise,) * 3)
+        return selfcheck.release_gaps(
             self.marginals,
             noise,
             self.label_probs,
@@ -374,8 +386,8 @@ class Sampler:
             codes,
             labels,
             self.transformer.features.names,
+            released_pairs,
         )
-        return selfcheck.overall(gaps)
 
     def herding_pool(self, n: int) -> int:
         """Generated rows per row kept where a call for ``n`` rows does not rake:

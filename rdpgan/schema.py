@@ -10,7 +10,6 @@ Whatever ``schema=`` says, this command releases a private schema.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import hydra
@@ -18,10 +17,7 @@ from omegaconf import DictConfig
 
 from rdpgan.cli import (
     existing_files,
-    exit_finished,
     guarded,
-    precheck_overrides,
-    record_existing_dirs,
     remove_new_files,
     run_dir,
     to_typed,
@@ -30,10 +26,10 @@ from rdpgan.config import RunConfig, register_configs
 from rdpgan.runs import RELEASED_SCHEMA, record_schema, release_run_tables
 from rdpgan.train import (
     new_model,
-    refuse_recorded_noise_seed,
     refuse_used_directory,
     schema_payment,
     spending_record,
+    start,
     writing,
 )
 
@@ -64,11 +60,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    refuse_recorded_noise_seed(sys.argv[1:])
-    precheck_overrides("config", sys.argv[1:])
-    record_existing_dirs("config", sys.argv[1:])  # before Hydra makes the run directory
-    _hydra_main()
-    exit_finished()
+    start(_hydra_main)
 
 
 if __name__ == "__main__":

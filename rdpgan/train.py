@@ -305,12 +305,17 @@ def refuse_recorded_noise_seed(args: list[str]) -> None:
         fail(_SEED_IN_SWEEP)
 
 
-def main() -> None:
+def start(hydra_main: Callable[[], None]) -> None:
+    """A command over the run config (train, schema): its checks before Hydra starts."""
     refuse_recorded_noise_seed(sys.argv[1:])
     precheck_overrides("config", sys.argv[1:])
     record_existing_dirs("config", sys.argv[1:])  # before Hydra makes the run directory
-    _hydra_main()
+    hydra_main()
     exit_finished()
+
+
+def main() -> None:
+    start(_hydra_main)
 
 
 if __name__ == "__main__":
