@@ -203,10 +203,15 @@ class Checkpointer:
         if pending is not None:
             pending.result()
 
-    def close(self) -> None:
-        """Finish the save being written and stop the writer thread (idempotent)."""
+    def close(self, quiet: bool = False) -> None:
+        """Finish the save being written and stop the writer thread (idempotent). ``quiet``:
+        while another error propagates, the write's own error is not raised over it (the
+        checkpoint before it stays the last complete one)."""
         try:
             self.flush()
+        except Exception:
+            if not quiet:
+                raise
         finally:
             self._writer.shutdown(wait=True)
 

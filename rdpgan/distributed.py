@@ -30,12 +30,17 @@ COLLECTIVE_TIMEOUT_MINUTES = 30
 
 def start(device: torch.device) -> None:
     """Join the process group ``torchrun`` describes in the environment (no-op without it)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+    if launched() and not dist.is_initialized():
         if device.type == "cuda":  # one GPU per rank ("cuda" is then this rank's own)
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         # Long enough for rank 0's releases on a large table while the others wait for them.
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend, timeout=timedelta(minutes=COLLECTIVE_TIMEOUT_MINUTES))
+
+
+def launched() -> bool:
+    """Whether ``torchrun`` started this process as one of several (joined or not)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 def world_size() -> int:

@@ -57,7 +57,7 @@ from rdpgan.training import CGANTrainer, adam_optimizers, load_optimizer_state, 
 from rdpgan.transform import TableTransformer
 
 # What a training checkpoint must hold (see rdpgan.checkpoint.Checkpointer.save).
-CHECKPOINT_META = ("model", "history", "finished", "step")
+CHECKPOINT_META = ("model", "ledger", "history", "finished", "step")
 CHECKPOINT_TENSORS = (
     "generator",
     "discriminator",
@@ -214,6 +214,11 @@ def release_frame_schema(
     """(rows, schema) of a DataFrame given no schema: its cells read as text one by one, as a
     CSV's are, and a private schema released from them with the run's secret randomness (OS
     entropy unless ``privacy.noise_seed``), its cost in the ledger before its noise."""
+    if distributed.launched():  # each process would draw a schema of its own
+        raise UserInputError(
+            "a schema is released in one process: release it without torchrun, then pass it "
+            "to fit (schema=<its schema.yaml>)"
+        )
     dataset = DatasetConfig(name="dataframe", target=target, positive_label=positive_label)
     if target not in df.columns:
         raise UserInputError(f"target column {target!r} is not in the data")
@@ -229,11 +234,23 @@ def release_frame_schema(
     return conform_rows(cells, release, dataset, config), release
 
 
+# A reused schema released under another accountant: this run's order was not fixed before it.
+ORDER_NOTE = (
+    "the reused schema was released under the {accountant} accountant: this run's Rényi order "
+    "was fixed after that release, from its own target (reuse it under the same accountant)"
+)
+
+
 def charge_schema(model: FittedModel, release: SchemaRelease, directory: str | Path | None) -> None:
     """Open the run's ledger with what the schema cost (its releases and opt-outs), and write
     it: a fit starts here (a paid schema is recorded before anything can fail), and so does a
     run refused after its schema drew noise."""
     ledger = PrivacyLedger(model.epsilon, model.delta, model.privacy.accountant)
+    if release.reused and release.order is not None and ledger.order is not None:
+        if release.accountant == ledger.accountant:
+            ledger.order = release.order  # fixed before the schema's release, not after it
+        else:
+            ledger.warn(ORDER_NOTE.format(accountant=release.accountant))
     if model.privacy.noise_seed is not None:
         ledger.use_seeded_noise()
     for note in release.notes:
@@ -288,6 +305,7 @@ def resume(
         model.privacy.noise_seed = noise_seed
         validate_settings(model.privacy, model.model_config, model.train_config)
         model.ledger = PrivacyLedger.from_dict(read_json(ledger_path))
+        _refuse_older_ledger(model.ledger, PrivacyLedger.from_dict(meta["ledger"]), directory)
         if noise_seed is not None:
             model.ledger.use_seeded_noise()
         model.marginal_noise = measure.marginal_noise(model.ledger)
@@ -305,6 +323,21 @@ def resume(
     secret = _secret(model, int(meta["step"]) + 1)
     _train(model, features, labels, directory, secret, resume_from=(meta, tensors))
     return model
+
+
+def _refuse_older_ledger(
+    ledger: PrivacyLedger, checkpointed: PrivacyLedger, directory: str | Path
+) -> None:
+    """The write-ahead ledger charges at least every step the checkpoint holds, release by
+    release: one that charges fewer (restored from an older copy?) would resume below the
+    privacy spent."""
+    charged = {r.name: r.steps for r in ledger.releases}
+    for release in checkpointed.releases:
+        if charged.get(release.name, -1) < release.steps:
+            raise UserInputError(
+                f"{directory}'s privacy.json charges fewer {release.name} steps than its "
+                "checkpoint holds (restored from an older copy?); restore the newer one"
+            )
 
 
 def checkpoint_schema(directory: str | Path) -> Schema:
@@ -414,10 +447,14 @@ def _train(
     last = first_step + d_steps - 1
     try:
         history = run_steps(trainer, ledger, cfg, first_step, last, saver, history)
-    finally:
+    except BaseException:
         trainer.close()
         if saver is not None:
-            saver.close()  # the last save is on disk before anything else is released
+            saver.close(quiet=True)  # (the step's own error is the one to report)
+        raise
+    trainer.close()
+    if saver is not None:
+        saver.close()  # the last save is on disk before anything else is released
     trainer.finish()
     if distributed.rank() == 0:
         ledger.on_record = lambda: _ledger_to_disk(model, checkpoint_dir)

@@ -15,6 +15,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from rdpgan import distributed
 from rdpgan.cli import (
     existing_files,
     guarded,
@@ -23,9 +24,11 @@ from rdpgan.cli import (
     to_typed,
 )
 from rdpgan.config import RunConfig, register_configs
+from rdpgan.errors import UserInputError
 from rdpgan.runs import RELEASED_SCHEMA, record_schema, release_run_tables
 from rdpgan.train import (
     new_model,
+    refuse_seed_in_sweep,
     refuse_used_directory,
     schema_payment,
     spending_record,
@@ -37,6 +40,10 @@ register_configs()
 
 
 def run(cfg: RunConfig, out: Path) -> None:
+    if distributed.world_size() > 1:  # each process would draw a schema of its own
+        raise UserInputError(
+            "python -m rdpgan.schema runs in one process: start it without torchrun"
+        )
     cfg.schema.source = "private"
     refuse_used_directory(out)
     model = new_model(cfg)
@@ -53,6 +60,7 @@ def run(cfg: RunConfig, out: Path) -> None:
 def _hydra_main(cfg: DictConfig) -> None:
     out = run_dir()
     before = existing_files(out)
+    refuse_seed_in_sweep(cfg, out, before)
     guarded(
         lambda: run(to_typed(cfg, RunConfig), out),
         cleanup=lambda: remove_new_files(out, before, keep=spending_record),

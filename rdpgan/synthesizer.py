@@ -26,7 +26,7 @@ from rdpgan.fitted import FittedModel
 if TYPE_CHECKING:
     from rdpgan.privacy.private_schema import SchemaRelease
 
-    SchemaLike = Schema | SchemaRelease | Sequence[ColumnSpec | dict]
+    SchemaLike = Schema | SchemaRelease | Sequence[ColumnSpec | dict] | str | Path
 
 
 class DPCGAN(FittedModel):
@@ -43,9 +43,10 @@ class DPCGAN(FittedModel):
         """Train on ``df`` (the private rows); domains come from ``schema`` alone.
 
         Without ``schema``, one is released with DP from ``df``'s cells (paid from epsilon, in
-        the ledger). A :class:`~rdpgan.privacy.private_schema.SchemaRelease` brings its cost
-        and notes into this run's ledger, composed with everything else; a declared schema
-        (Schema or column specs) is public and costs nothing.
+        the ledger). A :class:`~rdpgan.privacy.private_schema.SchemaRelease`, or the path of a
+        run's ``schema.yaml``, brings its cost and notes into this run's ledger, composed with
+        everything else; a declared schema (Schema or column specs) is public and costs
+        nothing.
 
         With ``checkpoint_dir``, the training state is saved every
         ``train.checkpoint_share`` of the planned steps (or ``train.checkpoint_every`` steps)
@@ -54,6 +55,10 @@ class DPCGAN(FittedModel):
         from rdpgan import fitting
         from rdpgan.privacy.private_schema import SchemaRelease
 
+        if isinstance(schema, (str, Path)):  # a schema.yaml: with the cost it carries
+            from rdpgan.data.schema_file import read_schema_release
+
+            schema = read_schema_release(Path(schema))
         if schema is None:
             df, schema = fitting.release_frame_schema(
                 self, df, target, positive_label, checkpoint_dir

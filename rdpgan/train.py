@@ -263,12 +263,7 @@ _SEED_IN_SWEEP = (
 def _hydra_main(cfg: DictConfig) -> None:
     out = run_dir()
     before = existing_files(out)
-    if HydraConfig.get().mode == RunMode.MULTIRUN and cfg.privacy.noise_seed is not None:
-        # Set in a config file, so past the command-line check: the sweep has already written
-        # it into multirun.yaml, which this command made; remove that and this job's files.
-        (Path(HydraConfig.get().sweep.dir) / "multirun.yaml").unlink(missing_ok=True)
-        remove_new_files(out, before)
-        fail(f"{_SEED_IN_SWEEP} (its multirun.yaml was deleted)")
+    refuse_seed_in_sweep(cfg, out, before)
     try:
         guarded(  # rank > 0 wrote nothing, and must not remove what rank 0 writes
             lambda: run(to_typed(cfg, RunConfig), out),
@@ -289,6 +284,15 @@ def _hydra_main(cfg: DictConfig) -> None:
         sys.exit(130)
     finally:
         distributed.stop()
+
+
+def refuse_seed_in_sweep(cfg: DictConfig, out: Path, before: set[Path]) -> None:
+    """A noise seed set in a config file, so past the command-line check: a sweep has already
+    written it into multirun.yaml, which this command made; remove that and this job's files."""
+    if HydraConfig.get().mode == RunMode.MULTIRUN and cfg.privacy.noise_seed is not None:
+        (Path(HydraConfig.get().sweep.dir) / "multirun.yaml").unlink(missing_ok=True)
+        remove_new_files(out, before)
+        fail(f"{_SEED_IN_SWEEP} (its multirun.yaml was deleted)")
 
 
 def refuse_recorded_noise_seed(args: list[str]) -> None:

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -384,3 +385,54 @@ def test_a_background_save_holds_the_state_of_its_step(tmp_path):
     saver.close()
     meta, tensors = checkpoint_module.load(tmp_path)
     assert meta["step"] == 7 and torch.equal(tensors["w"], torch.zeros(3))
+
+
+def test_a_kill_while_a_save_is_written_finds_the_ledger_ahead_and_loses_two_blocks(
+    tmp_path, monkeypatch
+):
+    """The save of step 11 held on the writer thread while block 3 trains (a kill now): on
+    disk, privacy.json already charges every step taken and the rest of the block, and the last
+    complete checkpoint is step 1's; released, the held save lands."""
+    ledger = PrivacyLedger(8.0, 1e-5, "rdp")
+    release = ledger.open_dp_sgd("dp_sgd_discriminator", 1.0, 0.02, 100)
+    held = threading.Event()
+    write = checkpoint_module.save
+
+    def slow(directory, step, tensors, meta):
+        if step == 11:
+            assert held.wait(30)
+        write(directory, step, tensors, meta)
+
+    monkeypatch.setattr(checkpoint_module, "save", slow)
+    weights = torch.zeros(1)
+    saver = checkpoint_module.Checkpointer(
+        tmp_path, TrainConfig(checkpoint_every=10), ledger, lambda: {"w": weights}, lambda: {}
+    )
+    last = 100
+    for step in range(1, 21):
+        saver.before(step, last)
+        ledger.charge(release)
+        weights += 1.0
+        saver.after(step, last, [])
+    on_disk = json.loads((tmp_path / "privacy.json").read_text())["mechanisms"][-1]["steps"]
+    committed = json.loads((tmp_path / "checkpoint.json").read_text())["step"]
+    assert release.steps == 20 and on_disk == 21 and committed == 1
+    assert on_disk - committed <= 2 * 10
+    held.set()
+    saver.close()
+    meta, tensors = checkpoint_module.load(tmp_path)
+    assert meta["step"] == 11 and float(tensors["w"]) == 11.0
+
+
+def test_resume_refuses_a_ledger_that_charges_less_than_its_checkpoint(tmp_path):
+    """A privacy.json restored from an older copy would resume below the privacy spent."""
+    from rdpgan.errors import UserInputError
+    from rdpgan.fitting import _refuse_older_ledger
+
+    newer = PrivacyLedger(8.0, 1e-5, "rdp")
+    newer.open_dp_sgd("dp_sgd_discriminator", 1.0, 0.02, 100).steps = 40
+    older = PrivacyLedger.from_dict(newer.to_dict())
+    older.releases[-1].steps = 30
+    _refuse_older_ledger(newer, older, tmp_path)  # ahead of the checkpoint: fine
+    with pytest.raises(UserInputError, match="fewer dp_sgd_discriminator steps"):
+        _refuse_older_ledger(older, newer, tmp_path)

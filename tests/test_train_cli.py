@@ -196,6 +196,7 @@ def test_a_released_schema_brings_its_cost_into_the_run_that_reuses_it(tmp_path,
         (m["name"], m["noise_multiplier"], m["steps"]) for m in paid
     ]
     assert ledger["end_to_end"] and ledger["epsilon_spent"] <= 4.0
+    assert ledger["order"] == cost["order"] is not None  # fixed before the schema's release
     assert recompute_epsilon(ledger) == pytest.approx(ledger["epsilon_spent"])
     carried = yaml.safe_load((tmp_path / "run" / "schema.yaml").read_text())["cost"]
     assert carried["mechanisms"] == cost["mechanisms"]
@@ -212,4 +213,4 @@ def test_a_released_schema_brings_its_cost_into_the_run_that_reuses_it(tmp_path,
     ledger = json.loads((tmp_path / "edited" / "run" / "privacy.json").read_text())
     assert not ledger["end_to_end"]
     assert any("edited since" in note for note in ledger["notes"])
-    assert all(m["name"] not in {p["name"] for p in paid} for m in ledger["mechanisms"])
+    assert [m["name"] for m in ledger["mechanisms"][: len(paid)]] == [m["name"] for m in paid]

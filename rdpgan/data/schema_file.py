@@ -18,11 +18,12 @@ from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import Release
 from rdpgan.privacy.private_schema import SchemaRelease
 
-# What a reused schema.yaml that no longer matches its fingerprint brings into the ledger.
+# What a reused schema.yaml that no longer matches its fingerprint brings into the ledger,
+# beside the cost it still records (the edit may follow the data: the ledger cannot say).
 EDITED_NOTE = (
     "schema file {path} was released with DP by an earlier run and edited since (it no longer "
-    "matches its fingerprint): it is read as a declared schema, and what its release cost is "
-    "not in this ledger"
+    "matches its fingerprint): its recorded cost is composed as it reads, and the edits are "
+    "the user's own, outside this ledger"
 )
 
 
@@ -47,28 +48,32 @@ def read_schema_file(path: Path) -> Schema:
 
 def read_schema_release(path: Path) -> SchemaRelease:
     """The schema in ``path`` with what it cost: a ``schema.yaml`` that a private release
-    wrote carries its releases and notes, and brings them into the ledger of every run that
-    reads it unedited (a released schema is paid for wherever it travels). An edited one is a
-    declared schema, with a note that says so."""
+    wrote carries its releases, notes, accountant and Rényi order, and brings them into the
+    ledger of every run that reads it (a released schema is paid for wherever it travels).
+    An edited one (its fingerprint no longer matches, or its cost section is gone) still
+    brings the cost it records, with a note that it was edited."""
     loaded = _load(path)
     schema = _schema(path, loaded)
-    cost = loaded.get("cost") if isinstance(loaded, dict) else None
-    if cost is None:
-        return SchemaRelease(schema)
-    if loaded.get("fingerprint") != fingerprint(loaded):
-        return SchemaRelease(schema, notes=[EDITED_NOTE.format(path=path)])
+    if not isinstance(loaded, dict) or ("cost" not in loaded and "fingerprint" not in loaded):
+        return SchemaRelease(schema)  # declared by hand: public, free
+    cost = loaded.get("cost") or {}
+    edited = loaded.get("fingerprint") != fingerprint(loaded)
     try:
-        releases = [Release.from_dict(entry) for entry in cost["mechanisms"]]
-        return SchemaRelease(
+        release = SchemaRelease(
             schema,
-            releases,
-            [str(note) for note in cost["notes"]],
-            epsilon=float(cost["epsilon"]),
-            delta=float(cost["delta"]),
+            [Release.from_dict(entry) for entry in cost.get("mechanisms", [])],
+            [str(note) for note in cost.get("notes", [])],
+            epsilon=float(cost.get("epsilon", 0.0)),
+            delta=float(cost.get("delta", 0.0)),
             reused=True,
+            accountant=cost.get("accountant"),
+            order=None if cost.get("order") is None else float(cost["order"]),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UserInputError(f"schema file {path}: its cost section is damaged") from exc
+    if edited:
+        release.notes.append(EDITED_NOTE.format(path=path))
+    return release
 
 
 def fingerprint(body: dict[str, Any]) -> str:
@@ -145,18 +150,28 @@ def schema_yaml(release: SchemaRelease, source: str, notes: Sequence[str] = ()) 
         body["cost"] = {
             "epsilon": release.epsilon,
             "delta": release.delta,
+            "accountant": release.accountant,
+            "order": release.order,
             "mechanisms": [r.to_dict() for r in release.releases],
             "notes": carried,
         }
-        body["fingerprint"] = fingerprint(body)
+        # Of the file as it will read back: a value YAML does not keep to the letter (a
+        # U+0085 in a level) must not make an unedited file look edited.
+        body["fingerprint"] = fingerprint(yaml.safe_load(_dumped(body)))
     if release.releases:
         head = (
             f"Released with DP: epsilon {release.epsilon:.4g}, delta {release.delta:.3g} on its "
-            "own.\n# Reuse it with schema.file=schema.yaml: unedited, its cost (below) joins "
-            "that run's ledger; edited, it is a declared schema (noted in the ledger)."
+            "own.\n# Reuse it with schema.file=schema.yaml: its cost (below) joins that run's "
+            "ledger; edited, the ledger notes it too."
         )
-    elif source == "unsafe_infer" or carried:
+    elif source == "unsafe_infer":
         head = "NOT PRIVATE: read off the rows (schema=unsafe_infer). Reused, it says so."
+    elif carried:
+        head = "Declared, with notes that travel with it (cost.notes). Reused, it says so."
     else:
         head = "Declared (public), as given. Reuse it as a declared schema (free)."
-    return f"# {head}\n" + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)
+    return f"# {head}\n" + _dumped(body)
+
+
+def _dumped(body: dict[str, Any]) -> str:
+    return yaml.safe_dump(body, sort_keys=False, allow_unicode=True)

@@ -36,6 +36,12 @@ APPROXIMATE_NOTE = (
     "below the privacy actually spent"
 )
 
+NO_FILTER_NOTE = (
+    "the {kind} accountant composes the run's plan as if it were fixed in advance, but the plan "
+    "follows released values (the sampling rate, sigma, the steps): no filter is proven for it "
+    "(rdp and moments compose at an order fixed before any release)"
+)
+
 
 # Release kinds added to the accountant's epsilon by basic composition.
 BASIC_KINDS = ("pure", "approximate")
@@ -75,6 +81,8 @@ class Release:
     def from_dict(cls, entry: dict[str, Any]) -> Release:
         """A release from its :meth:`to_dict` (a ``privacy.json`` entry): the keys that are
         not fields are its details, less what a ledger derives (its limit, its cost alone)."""
+        if entry.get("kind") not in ("gaussian", *BASIC_KINDS):
+            raise ValueError(f"unknown release kind {entry.get('kind')!r}")
         details = {k: v for k, v in entry.items() if k not in RELEASE_FIELDS}
         details.pop("step_limit", None)
         details.pop("epsilon_alone", None)
@@ -109,6 +117,8 @@ class PrivacyLedger:
             self.warn("NOT PRIVATE: the discriminator is trained without DP (privacy=none)")
         elif not accountants.is_upper_bound(accountant):
             self.warn(APPROXIMATE_NOTE.format(kind=accountant))
+        elif self.order is None:
+            self.warn(NO_FILTER_NOTE.format(kind=accountant))
 
     @property
     def private(self) -> bool:

@@ -185,6 +185,10 @@ class SchemaRelease:
     delta: float = 0.0
     # Released by an earlier run and read back from its schema.yaml (nothing is drawn now).
     reused: bool = False
+    # The accountant and Rényi order of the ledger it was released under: a run that reuses
+    # it composes at that order (fixed before the release), where its accountant is the same.
+    accountant: str | None = None
+    order: float | None = None
 
     @classmethod
     def cost(cls, releases: list[Release]) -> SchemaRelease:

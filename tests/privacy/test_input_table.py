@@ -37,12 +37,18 @@ from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.data import loading
 from rdpgan.data.loading import load_tables
 from rdpgan.data.schema import Schema
-from rdpgan.data.schema_file import EDITED_NOTE, declared_release, read_schema_file, schema_yaml
+from rdpgan.data.schema_file import (
+    EDITED_NOTE,
+    declared_release,
+    read_schema_file,
+    read_schema_release,
+    schema_yaml,
+)
 from rdpgan.data.split import check_test_size, row_draws, split
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.budget import validate_budget
-from rdpgan.privacy.ledger import PrivacyLedger
-from rdpgan.privacy.private_schema import SchemaBudget, private_schema
+from rdpgan.privacy.ledger import PrivacyLedger, Release
+from rdpgan.privacy.private_schema import SchemaBudget, SchemaRelease, private_schema
 from rdpgan.transform import TableTransformer
 from tests.conftest import FAST, run_cli, train_cli
 
@@ -376,11 +382,10 @@ def test_resume_refuses_an_edited_schema_before_reading_a_row_with_it(tmp_path):
     assert "not the one it was trained with" in lines[0]
 
 
-def test_a_released_schema_file_carries_its_cost_and_an_edit_drops_it_with_a_note(
-    tmp_path, released_schema
-):
+def test_a_released_schema_file_carries_its_cost_wherever_it_goes(tmp_path, released_schema):
     """Unedited (comments and layout aside), the file brings its releases into every run that
-    reads it; edited, it is a declared schema with a note (the run is then not end-to-end)."""
+    reads it; edited, or with its cost section cut, it still brings what it records, with a
+    note (the run is then not end-to-end); a schema declared by hand is free."""
     config = SchemaConfig(source="declared", file=str(released_schema))
     release = declared_release(csv_dataset(), config)
     recorded = yaml.safe_load(released_schema.read_text())["cost"]
@@ -391,15 +396,40 @@ def test_a_released_schema_file_carries_its_cost_and_an_edit_drops_it_with_a_not
         ledger.record(paid)
     assert ledger.epsilon() > 0
 
-    relaid = tmp_path / "relaid.yaml"
-    relaid.write_text("# a comment of the user's\n" + released_schema.read_text())
-    assert declared_release(csv_dataset(), replace(config, file=str(relaid))).reused
+    def reread(name: str, text: str):
+        path = tmp_path / name
+        path.write_text(text)
+        return path, declared_release(csv_dataset(), replace(config, file=str(path)))
 
-    edited = tmp_path / "edited.yaml"
+    _, relaid = reread("relaid.yaml", "# a comment of the user's\n" + released_schema.read_text())
+    assert relaid.reused and not relaid.notes
+
     body = yaml.safe_load(released_schema.read_text())
-    body["columns"][0]["name"] = "age"  # (unchanged) ...
-    body["dropped"] = {"a column": "edited in"}  # ... but the file is not the one released
-    edited.write_text(yaml.safe_dump(body, sort_keys=False))
-    declared = declared_release(csv_dataset(), replace(config, file=str(edited)))
-    assert not declared.reused and not declared.releases
-    assert declared.notes == [EDITED_NOTE.format(path=edited)]
+    body["dropped"] = {"a column": "edited in"}
+    path, edited = reread("edited.yaml", yaml.safe_dump(body, sort_keys=False))
+    assert edited.releases == release.releases
+    assert edited.notes == [EDITED_NOTE.format(path=path)]
+
+    del body["cost"]
+    path, cut = reread("cut.yaml", yaml.safe_dump(body, sort_keys=False))
+    assert cut.releases == [] and cut.notes == [EDITED_NOTE.format(path=path)]
+
+    del body["fingerprint"]
+    _, by_hand = reread("declared.yaml", yaml.safe_dump(body, sort_keys=False))
+    assert not by_hand.reused and not by_hand.releases and not by_hand.notes
+
+
+def test_an_unedited_file_matches_its_fingerprint_whatever_yaml_keeps(tmp_path):
+    """A level YAML does not keep to the letter (U+0085 reads back as a space): the
+    fingerprint is of the file as it reads back, so an unedited file is not taken as edited."""
+    schema = Schema.from_specs(
+        [
+            {"name": "c", "kind": "categorical", "levels": ["a\x85b", "c"]},
+            {"name": "y", "kind": "categorical", "levels": ["0", "1"]},
+        ]
+    )
+    paid = Release("schema", "gaussian", 2.0, 1.0, 2, {"sensitivity": 3.0})
+    path = tmp_path / "schema.yaml"
+    path.write_text(schema_yaml(SchemaRelease(schema, [paid], epsilon=1.0, delta=1e-5), "private"))
+    release = read_schema_release(path)
+    assert release.reused and not release.notes and release.releases == [paid]

@@ -6,11 +6,13 @@ import math
 
 import pytest
 
+from rdpgan.config import PrivacyConfig
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
 from rdpgan.privacy.budget import validate_budget
 from rdpgan.privacy.ledger import (
     APPROXIMATE_NOTE,
+    NO_FILTER_NOTE,
     SEEDED_NOTE,
     BudgetExhausted,
     PrivacyLedger,
@@ -109,9 +111,10 @@ def test_only_an_upper_bound_accountant_can_be_end_to_end(kind):
     """gdp's CLT epsilon can understate the privacy spent: its runs must not claim the guarantee,
     and the file must survive a round trip (resume) with the note, once."""
     record = PrivacyLedger(8.0, 1e-5, kind).to_dict()
-    assert record["end_to_end"] is accountants.is_upper_bound(kind)
+    proven = accountants.is_upper_bound(kind) and kind != "prv"  # (prv: no filter, its note)
+    assert record["end_to_end"] is proven
     again = PrivacyLedger.from_dict(record).to_dict()
-    assert again["notes"] == record["notes"] and len(record["notes"]) == int(kind == "gdp")
+    assert again["notes"] == record["notes"] and len(record["notes"]) == int(not proven)
 
 
 def test_a_record_cannot_shed_the_notes_its_accountant_owes():
@@ -249,6 +252,31 @@ def test_the_order_is_fixed_from_the_target_before_any_release(kind):
     assert recompute_epsilon(record) < at_order
 
 
-def test_prv_and_gdp_have_no_order():
+def test_prv_and_gdp_have_no_order_and_say_what_that_leaves_unproven():
+    """No filter is proven for their composition of a plan chosen from released values:
+    their ledgers say so (gdp already says it is no upper bound), and are not end-to-end."""
     for kind in ("prv", "gdp"):
-        assert PrivacyLedger(8.0, 1e-5, kind).order is None
+        ledger = PrivacyLedger(8.0, 1e-5, kind)
+        assert ledger.order is None and not ledger.end_to_end
+    assert PrivacyLedger(8.0, 1e-5, "prv").notes == [NO_FILTER_NOTE.format(kind="prv")]
+
+
+def test_a_reused_schema_brings_the_order_it_was_released_under():
+    """A run that reuses a released schema composes at the order fixed before that release,
+    whatever target it was given after; under another accountant, its ledger says so."""
+    from rdpgan import DPCGAN, fitting
+    from rdpgan.data.schema import Schema
+    from rdpgan.privacy.private_schema import SchemaRelease
+
+    schema = Schema.from_specs([{"name": "y", "kind": "categorical", "levels": [0, 1]}])
+    paid = Release("schema", "gaussian", 3.0, 1.0, 2, {"sensitivity": 2.0})
+    released = accountants.fixed_order("rdp", 8.0, 1e-5)
+    reused = SchemaRelease(schema, [paid], reused=True, accountant="rdp", order=released)
+    model = DPCGAN(epsilon=6.0)
+    fitting.charge_schema(model, reused, None)
+    assert model.ledger.order == released != accountants.fixed_order("rdp", 6.0, 1e-5)
+    assert model.ledger.end_to_end
+    other = DPCGAN(epsilon=6.0, privacy=PrivacyConfig(accountant="moments"))
+    fitting.charge_schema(other, reused, None)
+    assert other.ledger.order == accountants.fixed_order("moments", 6.0, 1e-5)
+    assert not other.ledger.end_to_end
