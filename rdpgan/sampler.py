@@ -387,6 +387,7 @@ class Sampler:
             labels,
             self.transformer.features.names,
             released_pairs,
+            self.transformer.label_column.levels,
         )
 
     def herding_pool(self, n: int) -> int:

@@ -78,10 +78,12 @@ def release_gaps(
     labels: np.ndarray,
     names: Sequence[str],
     released_pairs: int | None = None,
+    classes: Sequence[object] | None = None,
 ) -> list[ReleaseGap]:
     """The gaps of synthetic rows (``codes`` [rows, feature columns], ``labels``) from the
-    released per-class marginals and pairs. ``released_pairs``: how many of the marginals'
-    pairs the pair release made (the rest were measured after training); all, when None."""
+    released per-class marginals and pairs, the columns called ``names`` and the classes
+    ``classes`` (their codes, when None). ``released_pairs``: how many of the marginals' pairs
+    the pair release made (the rest were measured after training); all, when None."""
     probs = np.asarray(label_probs, dtype=float) / float(np.sum(label_probs))
     class_rows = probs * released_rows
     gaps = []
@@ -95,7 +97,7 @@ def release_gaps(
                     _shares(synthetic, released.shape[1]),
                     len(synthetic),
                     noise.marginals / max(class_rows[c], 1.0),
-                    f"{names[column]} | class {c}",
+                    f"{names[column]} in class {c if classes is None else classes[c]}",
                 )
             )
     gaps.append(_gap(MARGINALS, per_class))

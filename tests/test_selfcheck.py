@@ -58,12 +58,12 @@ def test_rows_off_a_release_are_measured_in_its_noise_and_said_so():
     codes[moved, 0] = 0
     gaps = gaps_of(codes, labels)
     per_class = gaps[0]
-    assert per_class.where == "a | class 1" and per_class.worst > LOUD_GAP
+    assert per_class.where == "a in class 1" and per_class.worst > LOUD_GAP
     # In a larger noise the same rows sit fewer stds off, in proportion.
     quieter = gaps_of(codes, labels, noise=200.0)[0]
     assert quieter.worst < per_class.worst / 5
     line = loud_line(gaps)
-    assert line is not None and "a | class 1" in line
+    assert line is not None and "a in class 1" in line
     assert overall(gaps) > overall(gaps_of(*rows_from(released_marginals(), rng)))
 
 
