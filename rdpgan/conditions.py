@@ -50,11 +50,11 @@ def parse(conditions: Mapping[str, Any], schema: Schema, target: str) -> tuple[A
 
 
 def _level(column: Categorical, wanted: Any) -> Any:
-    """The declared level ``wanted`` names (by value, or as text: ``1`` and ``"1"`` alike)."""
-    for level in column.levels:
-        if level == wanted or str(level) == str(wanted):
-            return level
-    raise UserInputError(f"condition on {column.name!r}: {wanted!r} is not one of its levels")
+    """The declared level ``wanted`` names (:meth:`Categorical.level_named`)."""
+    level = column.level_named(wanted)
+    if level is None:
+        raise UserInputError(f"condition on {column.name!r}: {wanted!r} is not one of its levels")
+    return level
 
 
 def _equal(values: pd.Series, level: Any) -> np.ndarray:

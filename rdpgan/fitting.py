@@ -448,9 +448,9 @@ def _train(
     try:
         history = run_steps(trainer, ledger, cfg, first_step, last, saver, history)
     except BaseException:
-        trainer.close()
-        if saver is not None:
+        if saver is not None:  # (first: nothing of the trainer's can then keep it open)
             saver.close(quiet=True)  # (the step's own error is the one to report)
+        trainer.close()
         raise
     trainer.close()
     if saver is not None:

@@ -123,21 +123,14 @@ def sampling_workers() -> int:
 
 
 def resolve_label(column: Categorical, label: Any) -> Any:
-    """The declared level ``label`` names: by value if the levels are numeric (1 = 1.0 = "1")."""
-    if column.numeric:
-        try:
-            wanted: Any = float(label)
-        except (TypeError, ValueError):
-            wanted = None
-        matches = [level for level in column.levels if float(level) == wanted]
-    else:
-        matches = [level for level in column.levels if str(level) == str(label)]
-    if not matches:
+    """The declared level ``label`` names (:meth:`Categorical.level_named`)."""
+    level = column.level_named(label)
+    if level is None:
         classes = ", ".join(str(level) for level in column.levels)
         raise UserInputError(
             f"unknown label {label!r}: the classes of {column.name!r} are {classes}"
         )
-    return matches[0]
+    return level
 
 
 def load_model(run_dir: Path) -> DPCGAN:

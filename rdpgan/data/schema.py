@@ -169,6 +169,19 @@ class Categorical:
             for v in self.levels
         )
 
+    def level_named(self, value: Any) -> Any | None:
+        """The declared level ``value`` names (as a command line spells it): by value where
+        the levels are numeric (1 = 1.0 = "1"), else as text; None where it names none."""
+        if self.numeric:
+            try:
+                wanted: Any = float(value)
+            except (TypeError, ValueError):
+                return None
+            matches = [level for level in self.levels if float(level) == wanted]
+        else:
+            matches = [level for level in self.levels if str(level) == str(value)]
+        return matches[0] if matches else None
+
     @property
     def n_codes(self) -> int:
         return len(self.levels) + int(self.missing)
