@@ -24,9 +24,8 @@ from rdpgan.data.schema import Schema
 from rdpgan.data.schema_file import read_schema_file, schema_yaml
 from rdpgan.errors import UserInputError, first_line
 from rdpgan.io import atomic_write
-from rdpgan.privacy.accountants import fixed_order
-from rdpgan.privacy.budget import LEDGER_FILE, NON_PRIVATE
-from rdpgan.privacy.ledger import SEEDED_NOTE, Release
+from rdpgan.privacy.budget import LEDGER_FILE
+from rdpgan.privacy.ledger import SEEDED_NOTE, PrivacyLedger, Release
 from rdpgan.privacy.private_schema import SchemaBudget, SchemaRelease
 from rdpgan.privacy.randomness import SCHEMA_STREAM, SecretRandomness
 
@@ -59,17 +58,16 @@ def load_run_tables(
     )
 
 
-def record_schema(run_dir: Path, cfg: RunConfig, release: SchemaRelease) -> None:
+def record_schema(
+    run_dir: Path, cfg: RunConfig, release: SchemaRelease, ledger: PrivacyLedger | None
+) -> None:
     """Keep the run's schema beside it as ``schema.yaml`` (a private one is a DP release: as
-    safe as ``model.json``), in the format ``schema.file=`` reads."""
+    safe as ``model.json``), in the format ``schema.file=`` reads; a fresh release with the
+    accountant and Rényi order of the ``ledger`` that paid for it (fixed before it)."""
     fresh = bool(release.releases) and not release.reused
     seeded = [SEEDED_NOTE] if fresh and cfg.privacy.noise_seed is not None else []
-    if fresh:  # the order this run's ledger composes at: fixed before this release
-        accountant = cfg.privacy.accountant
-        order = (
-            None if accountant == NON_PRIVATE else fixed_order(accountant, cfg.epsilon, cfg.delta)
-        )
-        release = replace(release, accountant=accountant, order=order)
+    if fresh and ledger is not None:
+        release = replace(release, accountant=ledger.accountant, order=ledger.order)
     text = schema_yaml(release, cfg.schema.source, seeded)
     atomic_write(run_dir / RELEASED_SCHEMA, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 

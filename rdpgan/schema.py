@@ -48,7 +48,7 @@ def run(cfg: RunConfig, out: Path) -> None:
     refuse_used_directory(out)
     model = new_model(cfg)
     _, _, release = release_run_tables(cfg, schema_payment(model, cfg, out))
-    writing(out, lambda: record_schema(out, cfg, release))
+    writing(out, lambda: record_schema(out, cfg, release, model.ledger))
     print(
         f"released schema: {release.summary(cfg.epsilon)}; wrote {out / RELEASED_SCHEMA}; "
         f"train with schema.file={out / RELEASED_SCHEMA} epsilon={cfg.epsilon:g} (its cost "

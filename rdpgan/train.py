@@ -88,7 +88,7 @@ def run(cfg: RunConfig, out: Path) -> DPCGAN:
 
     def record_run() -> None:
         write_run_config(out, cfg)
-        record_schema(out, cfg, schema)  # a private one's cost is on record already (pay)
+        record_schema(out, cfg, schema, model.ledger)  # a private one's cost: on record (pay)
 
     if lead:
         writing(out, record_run)
