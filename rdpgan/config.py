@@ -97,8 +97,9 @@ class SchemaConfig:
     # unsafe_infer: a text column with more distinct values than this is dropped; private: at
     # most this many levels are kept, the most frequent (by noisy count).
     max_levels: int = 50
-    # private: the quantiles that become a continuous column's bounds.
-    quantiles: list[float] = field(default_factory=lambda: [0.01, 0.99])
+    # private: the quantiles that become a continuous column's bounds (None: chosen from the
+    # released rows and the noise, keeping 99.5-98% of the values).
+    quantiles: list[float] | None = None
 
 
 @dataclass

@@ -97,8 +97,15 @@ def main() -> None:
                     "commit": code_commit(),
                 }
             )
-        mean = np.mean([r["tvd_1way_cells"] for r in rows if r["table"] == table])
-        print(f"{options.label} {table}: schema-floor 1-way TVD {mean:.4f}", flush=True)
+        drawn = [r for r in rows if r["table"] == table]
+        print(
+            f"{options.label} {table}: schema-floor 1-way TVD "
+            f"{np.mean([r['tvd_1way_cells'] for r in drawn]):.4f}, values within bounds "
+            f"{np.mean([r['mean_within'] for r in drawn]):.4f} (least "
+            f"{min(r['least_within'] for r in drawn):.4f}), bounds outside "
+            f"{sum(bool(r['bounds_outside']) for r in drawn)} of {len(drawn)} draws",
+            flush=True,
+        )
     frame = pd.DataFrame(rows)
     out = Path(options.out)
     if out.is_file():

@@ -94,7 +94,7 @@ def release_checks(train: pd.DataFrame, dataset: DatasetConfig, release: SchemaR
         for n in train.columns
         if n != dataset.target and n not in schema.names and eligible(train[n])
     ]
-    outside = []
+    outside, within = [], []
     for column in schema.columns:
         if isinstance(column, Categorical):
             continue
@@ -102,12 +102,16 @@ def release_checks(train: pd.DataFrame, dataset: DatasetConfig, release: SchemaR
         span = real.max() - real.min()
         if not (real.min() - span <= column.lo and column.hi <= real.max() + span):
             outside.append(f"{column.name} [{column.lo:g}, {column.hi:g}]")
+        within.append(float(real.between(column.lo, column.hi).mean()) if len(real) else 1.0)
     return {
         "columns": len(train.columns) - 1,
         "eligible": sum(eligible(train[n]) for n in train.columns if n != dataset.target),
         "kept": len(schema.names) - 1,
         "eligible_dropped": "; ".join(dropped),
         "bounds_outside": "; ".join(outside),
+        # The least share of a numeric column's values inside its bounds (the bar: 0.995).
+        "least_within": round(min(within, default=1.0), 4),
+        "mean_within": round(float(np.mean(within)) if within else 1.0, 4),
         "target_classes": len(schema[dataset.target].levels),
     }
 

@@ -22,13 +22,14 @@ from rdpgan.privacy import accountants
 from rdpgan.privacy import private_schema as private_schema_module
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 from rdpgan.privacy.mechanisms.partition import tail_cost
-from rdpgan.privacy.mechanisms.tree import level_counts, tree_split
+from rdpgan.privacy.mechanisms.tree import DENSITY_LEVELS, level_counts, tree_split
 from rdpgan.privacy.private_schema import (
     BANDS,
     COUNT_STD_GOAL,
     LOWEST_BAND,
     NO_VALUE_RELEASED,
     OTHER,
+    TAIL_SHARE,
     Profile,
     SchemaBudget,
     band_range,
@@ -39,6 +40,7 @@ from rdpgan.privacy.private_schema import (
     private_schema,
     schema_noise,
     share_range,
+    tail_share,
     within_reach,
 )
 from rdpgan.runs import load_run_tables, release_run_tables
@@ -314,14 +316,66 @@ def test_the_private_bounds_read_the_unshrunk_tree(monkeypatch):
     tuned on the tree as released and read it unshrunk."""
     calls = []
 
-    def spy(levels, noise_std, shrink=False):
-        calls.append(shrink)
-        return tree_split(levels, noise_std, shrink)
+    def spy(levels, noise_std, shrink=False, own=False):
+        calls.append((shrink, own))
+        return tree_split(levels, noise_std, shrink, own)
 
     monkeypatch.setattr(private_schema_module, "tree_split", spy)
     values = np.random.default_rng(5).lognormal(10.0, 1.0, 2000)
     private(pd.DataFrame({"x": values.astype(str), "y": ["p", "q"] * 1000}), 8.0)
-    assert calls and not any(calls)
+    assert calls and all(call == (False, True) for call in calls)
+
+
+def test_halves_near_the_floor_do_not_funnel_a_column_into_one_fine_cell():
+    """Without ``own``, of two halves near the floor the one the noise pushes under it hands
+    all its mass to the other, level after level: a column spread evenly over its range came
+    back as one fine cell (a 569-row table's bounds were 0.0002 wide)."""
+    cells = 2**DENSITY_LEVELS
+    even = [np.full(2**level, 600.0 / 2**level) for level in range(1, DENSITY_LEVELS + 1)]
+    # As the floor leaves them: at every level the first cell of a pair just under it.
+    floored = [np.where(np.arange(len(level)) % 2 == 0, 0.0, level * 2) for level in even]
+    funnelled = tree_split(floored, 30.0)[0]
+    kept = tree_split(floored, 30.0, own=True)[0]
+    assert np.count_nonzero(funnelled) == 1
+    assert np.count_nonzero(kept) >= cells // 32
+
+
+def test_private_bounds_keep_the_tails_of_a_large_table():
+    """Issue 52: 99.5% of a column's values inside its bounds where the rows and the noise
+    allow (a fixed 1st/99th percentile cut the top 1% of every column)."""
+    values = np.random.default_rng(3).lognormal(10.0, 1.0, 40_000)
+    frame = pd.DataFrame({"x": values.astype(str), "y": ["p", "q"] * 20_000})
+    for seed in range(3):
+        column = private(frame, 8.0, seed=seed)[1].schema["x"]
+        inside = ((values >= column.lo) & (values <= column.hi)).mean()
+        assert inside >= 0.995, (seed, column.lo, column.hi, inside)
+
+
+def test_tail_share_follows_the_noise_within_its_range():
+    low, high = TAIL_SHARE
+    assert tail_share(40_000.0, 10.0) == low
+    assert tail_share(1_000.0, 5.0) == pytest.approx(0.005)
+    assert tail_share(500.0, 50.0) == high
+    assert tail_share(-3.0, 50.0) == high  # a noisy count under zero
+
+
+def test_no_private_bound_lies_a_data_range_outside_a_small_wide_table():
+    """Issue 52's test: sklearn's 569-row breast-cancer table (30 numeric columns) at epsilon 4
+    once released a lower bound of -7.0e10 for a column in [0, 0.053]."""
+    from sklearn.datasets import load_breast_cancer
+
+    table = load_breast_cancer(as_frame=True).frame.rename(columns={"target": "y"})
+    for seed in range(5):
+        schema = private(table.astype(str), 4.0, seed=seed)[1].schema
+        for column in schema.columns:
+            if column.name == "y":
+                continue
+            real = table[column.name]
+            span = real.max() - real.min()
+            assert real.min() - span <= column.lo and column.hi <= real.max() + span, (
+                seed,
+                column,
+            )
 
 
 def private(frame, epsilon, seed=0, delta=1e-5, **schema):

@@ -127,6 +127,16 @@ POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a cod
 # noise stds (a public list needs no partition-selection threshold, only to stay above the
 # noise).
 NOISE_FLOOR = 3.0
+# ...and a cell of the bounds' tree where it clears this many: a tail cell under the floor reads
+# as empty and its rows go to its sibling, so a floor of 3 clipped up to a fifth of a small
+# table's column (acs12's ages under 16); 2 keeps them, and what an empty cell's noise adds is
+# kept within reach of the core (:func:`within_reach`). results/tuning_schema.csv, round "tails".
+TREE_FLOOR = 2.0
+# The share of a numeric column's values its bounds may leave out on each side when
+# ``schema.quantiles`` is not set: the first (99.5% kept) where the rows and the noise allow, up
+# to the second where one noise std of the bounds' tree is a larger share of the released rows
+# (a quantile read finer than the noise would be placed by it).
+TAIL_SHARE = (0.0025, 0.01)
 # A band counts where its noisy count (or its sum with a neighbour's) clears the std times the
 # normal quantile at which, of a column's 2 x BANDS empty bands (and pairs), one clears it by
 # noise alone with probability SPURIOUS_BAND: 3 stds would let one of 168 empty bands through
@@ -447,6 +457,13 @@ def selected_columns(names: list[str], config: SchemaConfig) -> int:
     return sum(1 for name in names if name not in config.candidates)
 
 
+def tail_share(rows: float, std: float) -> float:
+    """The share of a column's values its bounds may leave out each side: one noise ``std`` of
+    the released ``rows``, within :data:`TAIL_SHARE`. Post-processing."""
+    low, high = TAIL_SHARE
+    return float(np.clip(std / max(rows, 1.0), low, high))
+
+
 def band_range(
     bands: np.ndarray, zeros: float, std: float, quantiles: tuple[float, float]
 ) -> tuple[float, float] | None:
@@ -593,14 +610,14 @@ def numeric_bounds(
     frame: pd.DataFrame,
     ranges: dict[str, tuple[float, float]],
     profiles: dict[str, Profile],
-    quantiles: tuple[float, float],
+    quantiles: tuple[float, float] | None,
     noise_multiplier: float,
     rng: np.random.Generator,
 ) -> dict[str, tuple[float, float]]:
     """Release 2 (see the module docstring): each numeric column's hierarchical histogram within
     its released band range, one Gaussian draw for all (L2 sensitivity sqrt(levels × columns)),
-    and the bounds read off it at ``quantiles``, the mass it cannot place kept within reach
-    (:func:`within_reach`)."""
+    and the bounds read off it at ``quantiles`` (None: at :func:`tail_share` of its released
+    rows), the mass it cannot place kept within reach (:func:`within_reach`)."""
     if not ranges:
         return {}
     tables = [
@@ -618,10 +635,14 @@ def numeric_bounds(
         # Cells below the noise floor read as empty: the clipped noise of empty cells would
         # otherwise leak mass, level after level, into ranges no value holds.
         levels = [
-            np.where(level >= NOISE_FLOOR * std, level, 0.0)
+            np.where(level >= TREE_FLOOR * std, level, 0.0)
             for level in noisy[k * DENSITY_LEVELS : (k + 1) * DENSITY_LEVELS]
         ]
-        bounds[name] = density_bounds(within_reach(*tree_split(levels, std)), lo, hi, quantiles)
+        tail = tail_share(float(levels[0].sum()), std)
+        read_at = quantiles or (tail, 1.0 - tail)
+        bounds[name] = density_bounds(
+            within_reach(*tree_split(levels, std, own=True)), lo, hi, read_at
+        )
     return bounds
 
 
@@ -758,7 +779,10 @@ def levels_spec(
     )
 
 
-def _quantiles(config: SchemaConfig) -> tuple[float, float]:
+def _quantiles(config: SchemaConfig) -> tuple[float, float] | None:
+    """``schema.quantiles``, checked; None when the noise chooses them (:func:`tail_share`)."""
+    if config.quantiles is None:
+        return None
     lo_q, hi_q = sorted(config.quantiles)
     if not 0.0 <= lo_q < hi_q <= 1.0:
         raise UserInputError("schema.quantiles must be two numbers in [0, 1]")
@@ -947,7 +971,8 @@ def private_schema(
         numbers = profile.date_format is None and not profile.zero_code
         zeros = profile.zero if numbers else 0.0
         ranged = kind == "continuous" and not profile.empty
-        found = band_range(counts.bands[name], zeros, std, quantiles) if ranged else None
+        banded = quantiles or (TAIL_SHARE[0], 1.0 - TAIL_SHARE[0])
+        found = band_range(counts.bands[name], zeros, std, banded) if ranged else None
         if found is not None:
             ranges[name] = found
         else:  # categorical, a code, or numbers without a released range

@@ -53,15 +53,19 @@ def tree_density(levels: Sequence[np.ndarray], noise_std: float) -> np.ndarray:
 
 
 def tree_split(
-    levels: Sequence[np.ndarray], noise_std: float, shrink: bool = False
+    levels: Sequence[np.ndarray], noise_std: float, shrink: bool = False, own: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """(The finest level's distribution, and for each finest cell the level whose cell its
     mass was spread evenly from: ``len(levels)`` where every split down to it followed
     counts). A reader that must not place a bound by the noise needs to know which mass lies
     anywhere in a coarse cell. With ``shrink``, :func:`tree_density`'s; without (the private
-    schema's bounds), a split above the floor follows the noisy ratio as it is."""
+    schema's bounds), a split above the floor follows the noisy ratio as it is. With ``own``,
+    a cell is split only where its own noisy count clears the floor too, not only the mass
+    handed down to it: of two halves near the floor, the one the noise pushes under it would
+    otherwise hand all its mass to the other, level after level, into one fine cell."""
     estimate = np.array([max(float(levels[0].sum()), 0.0)])
     spread_from = np.array([len(levels)])
+    parents = estimate
     for depth, noisy in enumerate(levels):
         pairs = np.asarray(noisy, dtype=float).reshape(-1, 2)
         halves = np.clip(pairs, 0.0, None)
@@ -79,7 +83,9 @@ def tree_split(
                     where=squared > 0,
                 )
             split = 0.5 + np.clip(1.0 - ratio, 0.0, 1.0)[:, None] * (split - 0.5)
-        even = (estimate < DENSITY_SPLIT_NOISE * noise_std) | (sums[:, 0] <= 0)
+        held = np.minimum(estimate, parents) if own else estimate
+        even = (held < DENSITY_SPLIT_NOISE * noise_std) | (sums[:, 0] <= 0)
+        parents = np.asarray(noisy, dtype=float)
         split[even] = 0.5
         spread_from = np.repeat(np.where(even, np.minimum(spread_from, depth), spread_from), 2)
         estimate = (estimate[:, None] * split).ravel()
