@@ -25,15 +25,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from rdpgan.data.discretize import Bins
+from rdpgan.data.discretize import GRID_LIMIT, Bins
 from rdpgan.data.schema import Categorical, Continuous, Schema
 
 #: Bins per wide numeric column; 40 nests the 20 bins of the fidelity metrics and the pair
 #: marginals, and a position within the bin carries the rest.
 DEFAULT_BINS = 40
-#: Integer columns with at most this many values get one code per value (ages, hours a week,
-#: small counts), so a spike on one value is exact.
-GRID_LIMIT = 100
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import yaml
 from rdpgan.cli import compose_run_config, read_run_config
 from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.data import loading
+from rdpgan.data.discretize import Bins
 from rdpgan.data.loading import inferred_schema, load_tables, resolve_schema
 from rdpgan.data.schema import Schema
 from rdpgan.data.target import one_vs_rest
@@ -27,6 +28,7 @@ from rdpgan.privacy.private_schema import (
     BANDS,
     COUNT_STD_GOAL,
     LOWEST_BAND,
+    MOST_POINT_MASSES,
     NO_VALUE_RELEASED,
     OTHER,
     TAIL_SHARE,
@@ -338,6 +340,42 @@ def test_halves_near_the_floor_do_not_funnel_a_column_into_one_fine_cell():
     kept = tree_split(floored, 30.0, own=True)[0]
     assert np.count_nonzero(funnelled) == 1
     assert np.count_nonzero(kept) >= cells // 32
+
+
+def test_released_decimals_that_hold_most_of_a_column_become_its_point_masses():
+    """Issue 52: TV16's lemprac (34 decimals, a quarter of the rows on -0.619) came back as
+    36,125 distinct values. Values partition selection released, holding most of a column's
+    numbers, get codes of their own, so synthetic values land exactly on them."""
+    rng = np.random.default_rng(6)
+    spikes = np.array([-0.6194269716205983, 0.0701656357852391, 0.9000377577600748])
+    values = np.where(
+        rng.random(20_000) < 0.8, rng.choice(spikes, 20_000), rng.normal(0, 1, 20_000)
+    )
+    spread = rng.normal(0, 1, 20_000)  # distinct values: none released
+    ages = rng.integers(18, 90, 20_000)  # an integer column the generator codes per value
+    frame = pd.DataFrame({"x": values, "s": spread, "age": ages, "y": ["p", "q"] * 10_000}).astype(
+        str
+    )
+    schema = private(frame, 8.0)[1].schema
+    assert set(spikes) <= set(schema["x"].point_masses)
+    assert len(schema["x"].point_masses) <= MOST_POINT_MASSES
+    assert schema["s"].point_masses == () and schema["age"].point_masses == ()
+    bins = Bins(schema["x"], 40)
+    codes = bins.codes(spikes)[0]
+    assert (codes >= bins.n_values).all()  # each on a code of its own
+    np.testing.assert_array_equal(bins.values(codes), spikes)  # decoded exactly
+
+
+def test_an_unnamed_two_class_target_scores_its_later_class():
+    """A zero-config run on a 0/1 target with no positive_label had no class to score (its
+    evaluation stopped with a traceback): the later class in the schema's order is it."""
+    frame = pd.DataFrame({"x": np.arange(3000.0).astype(str), "y": ["0.0", "1.0"] * 1500})
+    config = SchemaConfig(source="private")
+    dataset = DatasetConfig(name="t", file="", target="y")
+    release = resolve_schema(
+        frame, dataset, config, SchemaBudget(8.0, 1e-5), np.random.default_rng(0)
+    )
+    assert release.positive == "1.0"
 
 
 def test_private_bounds_keep_the_tails_of_a_large_table():

@@ -124,6 +124,34 @@ def test_rake_rows_matches_each_class_table_and_each_released_pair():
     np.testing.assert_allclose(share, other[1], atol=0.01)
 
 
+def test_a_noisy_pair_that_disagrees_with_a_column_leaves_the_column_its_release():
+    """Issue 52: the per-class columns have the final say. A released pair whose (noisy)
+    margin disagrees with a column's release used to pull the raked rows off the column (the
+    pairs were swept after the columns); now the column is met and the pair as far as it
+    agrees."""
+    rng = np.random.default_rng(4)
+    codes = skewed_pool(rng, 20_000)
+    labels = rng.integers(0, 2, size=20_000)
+    by_class = [np.stack([target, target]) for target in TARGETS]  # the same in each class
+    maps = [np.arange(3), np.arange(4)]
+    # Column 0's margin in the pair is (0.5, 0.3, 0.2), its release (0.2, 0.3, 0.5).
+    joint = np.outer([0.5, 0.3, 0.2], TARGETS[1])
+    released = Marginals(by_class, [(0, 1)], [joint], maps)
+    keep = Raker(released, np.array([0.5, 0.5]))(codes, labels, 8000, rng)
+    share = np.bincount(codes[keep, 0], minlength=3) / len(keep)
+    np.testing.assert_allclose(share, TARGETS[0], atol=0.01)
+
+
+def test_settling_tables_meet_their_targets_after_the_rest_stall():
+    rng = np.random.default_rng(5)
+    cells = np.stack([rng.integers(0, 3, 5000), rng.integers(0, 3, 5000)])
+    # The same cells twice, with targets that disagree: the settled one wins.
+    cells[1] = cells[0]
+    targets = [np.array([0.6, 0.3, 0.1]), np.array([0.1, 0.3, 0.6])]
+    settled = raking_weights(cells, targets, settle=1)
+    np.testing.assert_allclose(np.bincount(cells[1], settled), targets[1], atol=1e-3)
+
+
 def test_herded_rows_follow_the_pool_in_every_table_where_drawn_rows_scatter():
     """Herding 1,000 of 8,000 rows keeps every cell of every table within 1.5 rows of its
     share of the pool (rows drawn independently miss by several: the test of the bound), picks

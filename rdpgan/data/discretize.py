@@ -31,6 +31,9 @@ from rdpgan.data.schema import Categorical, Column, Continuous, Schema
 
 # How close to a bin's edge a decoded position may come, as a share of the bin's width.
 EDGE_MARGIN = 1e-6
+#: Integer columns with at most this many values get one code per value in the generator's
+#: encoding (ages, hours a week, small counts), so a spike on one value is exact.
+GRID_LIMIT = 100
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,9 @@ def resolve_schema(
             return _recorded_release(released, dataset, frame)
         if rng is None or budget is None:
             raise ValueError("a private schema needs its budget and noise generator")
-        return private_schema(frame, dataset, config, budget, rng, pay)[1]
+        release = private_schema(frame, dataset, config, budget, rng, pay)[1]
+        _name_positive(release, dataset.target, dataset.positive_label)
+        return release
     declared = declared_release(dataset, config) if config.source == "declared" else None
     target = target_column(frame, dataset, declared.schema if declared else None)
     if declared is None:
@@ -171,10 +173,14 @@ def _without_dropped(cells: pd.DataFrame, config: SchemaConfig, target: str) -> 
 
 def _name_positive(release: SchemaRelease, target: str, positive: Any) -> None:
     """The positive class as the schema spells it (a label 1 names the class read as "1"),
-    and the class the target was collapsed around, when it was."""
+    and the class the target was collapsed around, when it was. Unnamed, a two-class target's
+    positive is its later class in the schema's order (1 of 0/1, yes of no/yes), as a
+    classifier library would take it: evaluation then has a class to score."""
     levels = list(release.schema[target].levels)
     if positive is not None and levels == one_vs_rest_classes(positive):
         release.one_vs_rest, release.positive = positive, str(positive)
+    elif positive is None and len(levels) == 2:
+        release.positive = levels[-1]
     else:
         release.positive = matching_class(levels, positive)
 

@@ -44,6 +44,7 @@ from scipy.special import ndtri
 
 from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
 from rdpgan.data.dates import FORMATS, dates_as_days, format_index, has_time, parse_dates
+from rdpgan.data.discretize import GRID_LIMIT
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.data.target import (
     class_key,
@@ -123,6 +124,13 @@ FRACTION_SHARE = 0.1  # fewer fractions than this share of the numbers: integer
 # Text and dates count toward a column's kind only beyond this many noise stds of their cells.
 KIND_NOISE = 2.0
 POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a code of its own
+# A numeric column whose released values (partition selection) hold at least this share of its
+# numbers gets a code at each of them, up to MOST_POINT_MASSES (the most frequent): its
+# synthetic values land exactly on them (TV16's lemprac, 34 decimals, a quarter of the rows on
+# -0.619, came back as 36,125 distinct values). An integer column the generator encodes one
+# code per value (GRID_LIMIT) is exact already.
+POINT_MASS_COVER = 0.5
+MOST_POINT_MASSES = 40
 # A candidate (or a cell of the bounds' tree) counts where its noisy count clears this many
 # noise stds (a public list needs no partition-selection threshold, only to stay above the
 # noise).
@@ -693,12 +701,37 @@ def missing_spelling(profile: Profile, levels: dict[Any, float]) -> str | None:
     return str(token) if tokens[token] > profile.missing else None
 
 
+def released_point_masses(
+    levels: dict[Any, float], profile: Profile, lo: float, hi: float, integer: bool
+) -> list[float]:
+    """The released values of a numeric column within [lo, hi] that get codes of their own:
+    the :data:`MOST_POINT_MASSES` most frequent, when together they hold
+    :data:`POINT_MASS_COVER` of its numbers (by noisy counts; none for dates, nor for an
+    integer column the generator encodes one code per value). Post-processing."""
+    if profile.date_format is not None or (integer and hi - lo + 1 <= GRID_LIMIT):
+        return []
+    found: dict[float, float] = {}
+    for value, count in levels.items():
+        number = float(value) if is_number(str(value)) else math.nan
+        if lo <= number <= hi and not (profile.zero_code and number == 0.0):
+            found[number] = found.get(number, 0.0) + count
+    top = sorted(found.items(), key=lambda item: -item[1])[:MOST_POINT_MASSES]
+    if sum(count for _, count in top) < POINT_MASS_COVER * profile.numbers:
+        return []
+    return sorted(number for number, _ in top)
+
+
 def numeric_spec(
-    name: str, profile: Profile, bounds: tuple[float, float], missing_as: str | None
+    name: str,
+    profile: Profile,
+    bounds: tuple[float, float],
+    missing_as: str | None,
+    levels: dict[Any, float],
 ) -> ColumnSpec:
     """A numeric column's spec: integer-ness and a point mass at 0 from its profile (a date's
-    format: whole days, or a time of day), and its released bounds (integers outward for an
-    integer column; 0 inside with a point mass)."""
+    format: whole days, or a time of day), its released bounds (integers outward for an
+    integer column; 0 inside with a point mass), and a point mass at each of its released
+    ``levels`` where they hold most of it (:func:`released_point_masses`)."""
     lo, hi = bounds
     date_format = profile.date_format
     integer = profile.is_integer if date_format is None else not has_time(date_format)
@@ -709,6 +742,7 @@ def numeric_spec(
         lo, hi = min(lo, 0.0), max(hi, 0.0)
     if not lo < hi:
         hi = lo + 1.0
+    masses = released_point_masses(levels, profile, lo, hi, integer)
     wide = lo >= 0 and hi > 100 * max(lo, 1.0) and date_format is None
     return ColumnSpec(
         name,
@@ -718,7 +752,7 @@ def numeric_spec(
         integer=integer,
         transform="log1p" if wide else "none",
         missing=True,
-        point_masses=[0.0] if zero_mass else [],
+        point_masses=sorted({*masses, *([0.0] if zero_mass else [])}),
         unlisted_as_missing=True,
         missing_as=missing_as,
         date_format=date_format,
@@ -986,7 +1020,7 @@ def private_schema(
     bounds = numeric_bounds(frame, ranges, counts.profiles, quantiles, sigma, rng)
     for name, found in bounds.items():
         profile, levels = counts.profiles[name], counts.levels[name]
-        specs[name] = numeric_spec(name, profile, found, missing_spelling(profile, levels))
+        specs[name] = numeric_spec(name, profile, found, missing_spelling(profile, levels), levels)
     collapsed = not classes
     classes = one_vs_rest_classes(positive) if collapsed else classes
     # The target reads rows outside its classes as missing, so that a run declaring this
