@@ -45,7 +45,19 @@ from rdpgan.synthesizer import DPCGAN
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "results" / "tuning_fidelity.csv"
-TABLES = ("adult", "fertility", "credit_data", "gss_wages", "creditcard_aer", "ames", "acs12")
+TABLES = (
+    "adult",
+    "fertility",
+    "credit_data",
+    "gss_wages",
+    "creditcard_aer",
+    "ames",
+    "acs12",
+    "tv16",
+    "nlswork",
+    "nasscds",
+    "anes_partytherms",
+)
 SCORES = ("tvd_1way", "tvd_2way", "tvd_3way_target", "duplicate_rows", "association_difference")
 CANDIDATES: dict[str, list[str]] = {
     # Densities only: no raking, no pairs chosen after training.

@@ -87,6 +87,12 @@ ROUNDS: dict[int, dict[str, dict[str, object]]] = {
         "r35_all32": {"herding_pool": 32, "herding_pairs": True, PAIRS: "all"},
         "r35_all64": {"herding_pool": 64, "herding_pairs": True, PAIRS: "all"},
     },
+    # Issue 52: the default (raking or not, chosen per model by the self-check; raking with
+    # the per-class columns settled last) against no raking (tilt and herding), on every table.
+    52: {
+        "r52_default": {},
+        "r52_unraked": {"sample_pool": 1},
+    },
 }
 SAMPLING_SEED = 1_000
 

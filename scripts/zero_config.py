@@ -54,7 +54,18 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMIT = code_commit()
 # Smallest first. Fertility trains on ~204,000 rows: more than 1/delta at delta 1e-5, which
 # rdpgan refuses, so both of its runs (and its schema draws) use the delta its config names.
-TABLES = ("creditcard_aer", "acs12", "credit_data", "ames", "gss_wages", "fertility")
+TABLES = (
+    "creditcard_aer",
+    "acs12",
+    "credit_data",
+    "ames",
+    "gss_wages",
+    "fertility",
+    "tv16",
+    "nlswork",
+    "nasscds",
+    "anes_partytherms",
+)
 DELTAS = {"fertility": 1e-6}
 COMMON = 0.05  # a value held by this share of the rows must survive (the bar)
 BINS = 20
