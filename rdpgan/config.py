@@ -62,7 +62,8 @@ class DatasetConfig:
     sep: str | None = ","  # null: the most frequent of , ; tab | in the header line
     na_values: list[str] = field(default_factory=list)
     skipinitialspace: bool = False
-    target: str = "???"
+    # The categorical column to condition on (None: one chosen from the released schema).
+    target: str | None = None
     positive_label: Any = None
     columns: list[ColumnSpec] = field(default_factory=list)
     # Each row is held out when a hash of its own cells, keyed by split_seed (public), falls

@@ -34,7 +34,7 @@ from rdpgan.checkpoint import Checkpointer
 from rdpgan.config import DatasetConfig, SchemaConfig, TrainConfig
 from rdpgan.critic import make_critic
 from rdpgan.data.datasets import frame_cells
-from rdpgan.data.loading import conform_rows, resolve_schema
+from rdpgan.data.loading import conditioned, conform_rows, declared_condition, resolve_schema
 from rdpgan.data.schema import Schema
 from rdpgan.data.target import check_target
 from rdpgan.errors import UserInputError
@@ -207,20 +207,21 @@ def _secret(model: FittedModel, first_step: int) -> SecretRandomness:
 def release_frame_schema(
     model: FittedModel,
     df: pd.DataFrame,
-    target: str,
+    target: str | None,
     positive_label: Any,
     directory: str | Path | None,
 ) -> tuple[pd.DataFrame, SchemaRelease]:
     """(rows, schema) of a DataFrame given no schema: its cells read as text one by one, as a
     CSV's are, and a private schema released from them with the run's secret randomness (OS
-    entropy unless ``privacy.noise_seed``), its cost in the ledger before its noise."""
+    entropy unless ``privacy.noise_seed``), its cost in the ledger before its noise. Without a
+    ``target``, the schema chooses the column to condition on (``release.target``)."""
     if distributed.launched():  # each process would draw a schema of its own
         raise UserInputError(
             "a schema is released in one process: release it without torchrun, then pass it "
             "to fit (schema=<its schema.yaml>)"
         )
     dataset = DatasetConfig(name="dataframe", target=target, positive_label=positive_label)
-    if target not in df.columns:
+    if target is not None and target not in df.columns:
         raise UserInputError(f"target column {target!r} is not in the data")
     config = SchemaConfig(source="private")
     cells = frame_cells(df)
@@ -231,7 +232,15 @@ def release_frame_schema(
         charge_schema(model, SchemaRelease.cost(costs), directory)
 
     release = resolve_schema(cells, dataset, config, budget, rng, pay=pay)
-    return conform_rows(cells, release, dataset, config), release
+    return conform_rows(cells, release, conditioned(dataset, release), config), release
+
+
+def declared_target(schema: Schema, positive_label: Any) -> tuple[str, Any]:
+    """(target, positive class) a fit given a schema but no target conditions on
+    (:func:`~rdpgan.data.loading.declared_condition`; the user's positive class wins)."""
+    dataset = declared_condition(DatasetConfig(name="dataframe"), schema)
+    assert dataset.target is not None
+    return dataset.target, positive_label if positive_label is not None else dataset.positive_label
 
 
 # A reused schema released under another accountant: this run's order was not fixed before it.

@@ -19,7 +19,7 @@ import pandas as pd
 from rdpgan import checkpoint
 from rdpgan.cli import RUN_RECORD
 from rdpgan.config import RunConfig
-from rdpgan.data.loading import load_tables
+from rdpgan.data.loading import conditioned, load_tables
 from rdpgan.data.schema import Schema
 from rdpgan.data.schema_file import read_schema_file, schema_yaml
 from rdpgan.errors import UserInputError, first_line
@@ -43,7 +43,13 @@ def release_run_tables(
     next)."""
     rng = SecretRandomness(cfg.privacy.noise_seed, SCHEMA_STREAM).numpy
     budget = SchemaBudget(cfg.epsilon, cfg.delta, cfg.privacy.accountant)
-    return load_tables(cfg.dataset, cfg.schema, cfg.data.root, budget, rng, None, pay)
+    train, test, release = load_tables(
+        cfg.dataset, cfg.schema, cfg.data.root, budget, rng, None, pay
+    )
+    # A run that named no target is, from here on (its run.json included), one that named the
+    # column its schema chose.
+    cfg.dataset = conditioned(cfg.dataset, release)
+    return train, test, release
 
 
 def load_run_tables(

@@ -30,12 +30,13 @@ if TYPE_CHECKING:
 
 
 class DPCGAN(FittedModel):
-    """Differentially private conditional GAN for one table with a categorical target."""
+    """Differentially private conditional GAN for one table, conditioned on a categorical
+    column: its target, or one its released schema chooses."""
 
     def fit(
         self,
         df: pd.DataFrame,
-        target: str,
+        target: str | None = None,
         schema: SchemaLike | None = None,
         positive_label: Any = None,
         checkpoint_dir: str | Path | None = None,
@@ -46,7 +47,9 @@ class DPCGAN(FittedModel):
         the ledger). A :class:`~rdpgan.privacy.private_schema.SchemaRelease`, or the path of a
         run's ``schema.yaml``, brings its cost and notes into this run's ledger, composed with
         everything else; a declared schema (Schema or column specs) is public and costs
-        nothing.
+        nothing. Without ``target``, the schema chooses the column to condition on: a released
+        one, the categorical column with the most even released classes; a declared one, its
+        first categorical column that is never missing.
 
         With ``checkpoint_dir``, the training state is saved every
         ``train.checkpoint_share`` of the planned steps (or ``train.checkpoint_every`` steps)
@@ -63,11 +66,14 @@ class DPCGAN(FittedModel):
             df, schema = fitting.release_frame_schema(
                 self, df, target, positive_label, checkpoint_dir
             )
+            target = target or schema.target
             positive_label = positive_label if schema.positive is None else schema.positive
         elif not isinstance(schema, SchemaRelease):
             schema = SchemaRelease(
                 schema if isinstance(schema, Schema) else Schema.from_specs(schema)
             )
+        if target is None:  # a declared schema's: chosen from it alone (public)
+            target, positive_label = fitting.declared_target(schema.schema, positive_label)
         fitting.fit(self, df, target, schema, positive_label, checkpoint_dir)
         return self
 

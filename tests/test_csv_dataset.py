@@ -837,3 +837,63 @@ def test_dates_reach_the_training_and_held_out_rows_as_days():
             assert rows[name].between(18628 - 1, 18992 + 1).mean() > 0.9  # 2021, as days
     written = release.schema.written(test)
     assert release.schema.conform(written)[["day", "stamp"]].equals(test[["day", "stamp"]])
+
+
+def test_a_csv_without_a_target_conditions_on_a_released_column(tmp_path):
+    """Issue 53: a table with no outcome column trains with nothing named. The private schema
+    chooses the released categorical column with the most even classes (here ``kind``, 50/50,
+    over ``city``, 80/10/10), and the run is then one that named it: run.json, resume and
+    sampling see ``dataset.target=kind``."""
+    rng = np.random.default_rng(7)
+    n = 3000
+    frame = pd.DataFrame(
+        {
+            "x": rng.normal(50, 10, n).round(2),
+            "city": rng.choice(["Oslo", "Lima", "Pune"], n, p=[0.8, 0.1, 0.1]),
+            "kind": rng.choice(["a", "b"], n),
+        }
+    )
+    path = tmp_path / "no_target.csv"
+    frame.to_csv(path, index=False)
+    result = train_cli(
+        tmp_path, "dataset=csv", f"dataset.path={path}", *TINY, "epsilon=20", "sample.n=200"
+    )
+    assert result.returncode == 0, result.stderr
+    run = tmp_path / "run"
+    assert (run / "synthetic.csv").is_file() and (run / "privacy.json").is_file()
+    assert read_run_config(run).dataset.target == "kind"
+    ledger = json.loads((run / "privacy.json").read_text())
+    assert "schema" in [release["name"] for release in ledger["mechanisms"]]
+    synthetic = pd.read_csv(run / "synthetic.csv")
+    assert set(synthetic.columns) == {"x", "city", "kind"}
+
+
+def test_the_condition_column_is_the_most_even_released_one_that_holds_the_rows():
+    rng = np.random.default_rng(8)
+    n = 6000
+    frame = pd.DataFrame(
+        {
+            "skewed": rng.choice(["u", "v"], n, p=[0.9, 0.1]),
+            "even": rng.choice(["p", "q", "r"], n),
+            "gappy": np.where(rng.random(n) < 0.3, None, rng.choice(["s", "t"], n)),
+        }
+    ).astype(object)
+    dataset = DatasetConfig(name="t", file="")
+    _, release = private_schema(
+        frame,
+        dataset,
+        SchemaConfig(source="private"),
+        SchemaBudget(20.0, 1e-5),
+        np.random.default_rng(0),
+    )
+    assert release.target == "even"  # "gappy" is the more even, but misses 30% of the rows
+    assert release.positive in ("p", "q", "r")
+    lone = pd.DataFrame({"x": rng.normal(0, 1, n).astype(str)})
+    with pytest.raises(UserInputError, match=r"dataset\.target=COLUMN"):
+        private_schema(
+            lone,
+            dataset,
+            SchemaConfig(source="private"),
+            SchemaBudget(20.0, 1e-5),
+            np.random.default_rng(0),
+        )

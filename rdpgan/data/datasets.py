@@ -97,7 +97,7 @@ def read_cells(config: DatasetConfig, root: str | None = None) -> pd.DataFrame:
             f"{path} reads as a single column with separator {sep!r}; "
             "is the file separated by something else (set dataset.sep)?"
         )
-    if config.target not in frame.columns:
+    if config.target is not None and config.target not in frame.columns:
         raise UserInputError(f"target column {config.target!r} is not in {path}")
     return frame.apply(lambda column: column.str.strip()).replace("", np.nan)
 

@@ -40,7 +40,12 @@ from rdpgan.data.target import (
 )
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import Release
-from rdpgan.privacy.private_schema import SchemaBudget, SchemaRelease, private_schema
+from rdpgan.privacy.private_schema import (
+    CONDITION_CLASSES,
+    SchemaBudget,
+    SchemaRelease,
+    private_schema,
+)
 
 SOURCES = ("declared", "private", "unsafe_infer")
 KINDS = ("continuous", "categorical")
@@ -83,6 +88,7 @@ def load_tables(
     cells = read_cells(dataset, root)
     raw_train, raw_test = split(cells, dataset.test_size, dataset.split_seed)
     release = resolve_schema(raw_train, dataset, config, budget, rng, released, pay)
+    dataset = conditioned(dataset, release)
     if expected is not None and release.schema.to_specs() != expected.to_specs():
         raise UserInputError(
             "the run's schema is not the one it was trained with (was its schema.yaml or "
@@ -91,6 +97,14 @@ def load_tables(
     train = conform_rows(raw_train, release, dataset, config)
     check_target(train, release.schema, dataset.target)
     return train, conform_rows(raw_test, release, dataset, config), release
+
+
+def conditioned(dataset: DatasetConfig, release: SchemaRelease) -> DatasetConfig:
+    """``dataset`` with the target its schema chose where it named none: the run is then one
+    that named it (and its positive class)."""
+    if dataset.target is not None or release.target is None:
+        return dataset
+    return replace(dataset, target=release.target, positive_label=release.positive)
 
 
 def load_split(
@@ -153,17 +167,43 @@ def resolve_schema(
         if rng is None or budget is None:
             raise ValueError("a private schema needs its budget and noise generator")
         release = private_schema(frame, dataset, config, budget, rng, pay)[1]
-        _name_positive(release, dataset.target, dataset.positive_label)
+        _name_positive(release, dataset.target or release.target, dataset.positive_label)
         return release
     declared = declared_release(dataset, config) if config.source == "declared" else None
+    chosen = dataset.target is None
+    if chosen:
+        if declared is None:
+            raise UserInputError("schema=unsafe_infer needs the target: dataset.target=COLUMN")
+        dataset = declared_condition(dataset, declared.schema)
     target = target_column(frame, dataset, declared.schema if declared else None)
     if declared is None:
         release = inferred_schema(frame, config, dataset.target, list(target.levels))
     else:  # (with the cost and notes a reused released schema carries)
         columns = [c if c.name != target.name else target for c in declared.schema.columns]
-        release = replace(declared, schema=Schema(columns))
+        release = replace(declared, schema=Schema(columns), target=target.name if chosen else None)
     _name_positive(release, dataset.target, dataset.positive_label)
     return release
+
+
+def declared_condition(dataset: DatasetConfig, schema: Schema) -> DatasetConfig:
+    """``dataset`` conditioned on a declared schema's column where it names no target: the
+    first categorical column of 2 to CONDITION_CLASSES levels that is never missing (public:
+    the schema alone; a target's missing rows would be left out), else the first of them.
+    Its positive class is the later of two, or the first level."""
+    usable = [
+        c
+        for c in schema.columns
+        if isinstance(c, Categorical) and 2 <= len(c.levels) <= CONDITION_CLASSES
+    ]
+    if not usable:
+        raise UserInputError(
+            "the schema has no categorical column of 2-12 levels to condition on: name the "
+            "column with dataset.target=COLUMN"
+        )
+    column = next((c for c in usable if not c.missing), usable[0])
+    levels = list(column.levels)
+    positive = levels[-1] if len(levels) == 2 else levels[0]
+    return replace(dataset, target=column.name, positive_label=positive)
 
 
 def _without_dropped(cells: pd.DataFrame, config: SchemaConfig, target: str) -> pd.DataFrame:
@@ -181,7 +221,7 @@ def _name_positive(release: SchemaRelease, target: str, positive: Any) -> None:
         release.one_vs_rest, release.positive = positive, str(positive)
     elif positive is None and len(levels) == 2:
         release.positive = levels[-1]
-    else:
+    elif positive is not None or release.target is None:  # (a chosen target has its own)
         release.positive = matching_class(levels, positive)
 
 

@@ -130,6 +130,10 @@ POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a cod
 # -0.619, came back as 36,125 distinct values). An integer column the generator encodes one
 # code per value (GRID_LIMIT) is exact already.
 POINT_MASS_COVER = 0.5
+# A table without a named target conditions on a released categorical column of at most
+# CONDITION_CLASSES values that hold CONDITION_COVER of its rows (:func:`condition_column`).
+CONDITION_CLASSES = 12
+CONDITION_COVER = 0.95
 MOST_POINT_MASSES = 40
 # A candidate (or a cell of the bounds' tree) counts where its noisy count clears this many
 # noise stds (a public list needs no partition-selection threshold, only to stay above the
@@ -207,6 +211,8 @@ class SchemaRelease:
     # it composes at that order (fixed before the release), where its accountant is the same.
     accountant: str | None = None
     order: float | None = None
+    # The column a run that named no target conditions on (:func:`condition_column`).
+    target: str | None = None
 
     @classmethod
     def cost(cls, releases: list[Release]) -> SchemaRelease:
@@ -405,7 +411,7 @@ class Counts:
 def noisy_counts(
     frame: pd.DataFrame,
     features: list[str],
-    target: str,
+    target: str | None,
     config: SchemaConfig,
     std: float,
     tail: float,
@@ -416,10 +422,12 @@ def noisy_counts(
     bands, candidate counts, the target's missing cells) and partition selection over the
     values of the columns without candidates, the ``keys`` new keys one row may hold clearing
     their thresholds with probability ``tail`` in all. One row adds one count to each of 3
-    histograms per feature and :data:`TARGET_WEIGHT` to one of the target's cells."""
+    histograms per feature and :data:`TARGET_WEIGHT` to one of the target's cells (when the
+    run names one)."""
     dense: list[tuple[str, str, np.ndarray]] = []
     sparse: dict[tuple[str, str], float] = {}
-    for name in [*features, target]:
+    named = [*features, *([target] if target is not None else [])]
+    for name in named:
         series = frame[name]
         weight = TARGET_WEIGHT if name == target else VALUE_WEIGHT
         if name == target:
@@ -434,12 +442,15 @@ def noisy_counts(
             sparse.update({(name, v): weight * c for v, c in value_counts(series).items()})
     noisy = noisy_tables([counts for *_, counts in dense], std, rng) if dense else []
     kept = {}
-    for weight, names in ((VALUE_WEIGHT, set(features)), (TARGET_WEIGHT, {target})):
+    for weight, names in (
+        (VALUE_WEIGHT, set(features)),
+        (TARGET_WEIGHT, set(named[len(features) :])),
+    ):
         part = {key: count for key, count in sparse.items() if key[0] in names}
         threshold = gaussian_threshold(std, tail, keys, weight) if keys else 0.0
         found = gaussian_partitions(part, std, threshold, rng) if part else {}
         kept.update({key: count / weight for key, count in found.items()})
-    out = Counts({}, {}, {name: {} for name in [*features, target]})
+    out = Counts({}, {}, {name: {} for name in named})
     for (name, part, _), values in zip(dense, noisy, strict=True):
         weight = TARGET_WEIGHT if name == target else VALUE_WEIGHT
         if part == "profile":
@@ -879,11 +890,12 @@ def _check_private_settings(config: SchemaConfig) -> None:
             raise UserInputError(f"schema.{name} must be in (0, 1)")
 
 
-def counts_sensitivity(features: int) -> float:
+def counts_sensitivity(features: int, targeted: bool = True) -> float:
     """Release 1's L2 sensitivity: per feature one count in its profile and one in its bands,
-    :data:`VALUE_WEIGHT` in its values, and :data:`TARGET_WEIGHT` in one of the target's
-    cells."""
-    return math.sqrt((UNWEIGHED_HISTOGRAMS + VALUE_WEIGHT**2) * features + TARGET_WEIGHT**2)
+    :data:`VALUE_WEIGHT` in its values, and (``targeted``: the run names a target)
+    :data:`TARGET_WEIGHT` in one of the target's cells."""
+    target = TARGET_WEIGHT**2 if targeted else 0.0
+    return math.sqrt((UNWEIGHED_HISTOGRAMS + VALUE_WEIGHT**2) * features + target)
 
 
 def share_range(epsilon: float) -> tuple[float, float]:
@@ -893,7 +905,7 @@ def share_range(epsilon: float) -> tuple[float, float]:
 
 
 def schema_noise(
-    budget: SchemaBudget, config: SchemaConfig, features: int, selected: int
+    budget: SchemaBudget, config: SchemaConfig, features: int, selected: int, targeted: bool = True
 ) -> tuple[float, float]:
     """(noise multiplier of both releases, delta of the threshold's tail).
 
@@ -919,7 +931,7 @@ def schema_noise(
 
     if config.epsilon_fraction is not None:
         return calibrated(config.epsilon_fraction), tail
-    goal = COUNT_STD_GOAL / counts_sensitivity(features)
+    goal = COUNT_STD_GOAL / counts_sensitivity(features, targeted)
     cost = accountants.epsilon(budget.noise_accountant, [(goal, 1.0, 2)], budget.delta - tail)
     share = (cost + tail_epsilon) / budget.epsilon
     lowest, highest = share_range(budget.epsilon)
@@ -951,10 +963,11 @@ def private_schema(
     _check_private_settings(config)
     quantiles = _quantiles(config)
     target = dataset.target
+    targeted = target is not None
     features = [name for name in frame.columns if name != target]
-    selected = selected_columns([*features, target], config)
-    sigma, tail = schema_noise(budget, config, len(features), selected)
-    sensitivity = counts_sensitivity(len(features))
+    selected = selected_columns([*features, *([target] if targeted else [])], config)
+    sigma, tail = schema_noise(budget, config, len(features), selected, targeted)
+    sensitivity = counts_sensitivity(len(features), targeted)
     std = sigma * sensitivity
     # In rows of a feature's values (a count is weighed by VALUE_WEIGHT before its noise).
     threshold = gaussian_threshold(std, tail, selected, VALUE_WEIGHT) if selected else 0.0
@@ -993,7 +1006,8 @@ def private_schema(
     if pay is not None:
         pay(releases)
     counts = noisy_counts(frame, features, target, config, std, tail, selected, rng)
-    frame, classes, positive = private_target(frame, dataset, counts, std / TARGET_WEIGHT)
+    if targeted:
+        frame, classes, positive = private_target(frame, dataset, counts, std / TARGET_WEIGHT)
     specs: dict[str, ColumnSpec] = {}
     dropped: dict[str, str] = {}
     ranges: dict[str, tuple[float, float]] = {}
@@ -1021,6 +1035,9 @@ def private_schema(
     for name, found in bounds.items():
         profile, levels = counts.profiles[name], counts.levels[name]
         specs[name] = numeric_spec(name, profile, found, missing_spelling(profile, levels), levels)
+    if not targeted:
+        target, classes, positive = condition_column(counts, specs)
+        frame = released_classes_only(frame, target, classes)
     collapsed = not classes
     classes = one_vs_rest_classes(positive) if collapsed else classes
     # The target reads rows outside its classes as missing, so that a run declaring this
@@ -1035,4 +1052,38 @@ def private_schema(
     schema.delta = budget.delta  # on its own: the Gaussian draws at delta - tail, and the tail
     schema.one_vs_rest = positive if collapsed else None
     schema.positive = str(positive) if collapsed else positive
+    schema.target = None if targeted else target
     return frame, schema
+
+
+def condition_column(counts: Counts, specs: dict[str, ColumnSpec]) -> tuple[str, list[Any], Any]:
+    """(column, classes, positive class) a table without a named target conditions on: of
+    the released categorical columns of 2 to :data:`CONDITION_CLASSES` released values that
+    hold :data:`CONDITION_COVER` of the rows (a row outside them, or missing, is left out, as
+    a target's is), the one whose released counts are most even (normalised entropy: every
+    class then has rows to learn from). Its positive class (what evaluation scores) is the
+    later of two, or the most frequent. Post-processing of release 1."""
+    best: tuple[float, str, list[Any]] | None = None
+    for name, spec in specs.items():
+        if spec.kind != "categorical":
+            continue
+        classes = [level for level in spec.levels if level != OTHER]
+        found = np.clip([counts.levels[name].get(level, 0.0) for level in classes], 0.0, None)
+        if (
+            not 2 <= len(classes) <= CONDITION_CLASSES
+            or found.sum() < CONDITION_COVER * counts.rows
+        ):
+            continue
+        shares = found / found.sum()
+        evenness = float(-(shares * np.log(np.where(shares > 0, shares, 1.0))).sum())
+        evenness /= math.log(len(classes))
+        if best is None or evenness > best[0]:
+            best = (evenness, name, sorted(classes, key=str))
+    if best is None:
+        raise UserInputError(
+            "no released categorical column of 2-12 values holds most rows to condition on: "
+            "name the column to condition on with dataset.target=COLUMN"
+        )
+    _, name, classes = best
+    frequent = max(classes, key=lambda level: counts.levels[name].get(level, 0.0))
+    return name, classes, classes[-1] if len(classes) == 2 else frequent
