@@ -868,6 +868,13 @@ def test_fit_without_a_schema_releases_one_and_pays_for_it(data_dir):
     assert set(rows["income"]) <= {">50K", "<=50K"}
     age = rows["age"].dropna()
     assert (age == age.round()).all()
+    # Without a target, the released schema chooses the column to condition on.
+    untargeted = DPCGAN(epsilon=4.0, device="cpu", **SMALL).fit(df.drop(columns=["income"]))
+    assert untargeted.transformer.target == "sex"  # Adult's most even released categorical
+    assert untargeted.ledger.releases[0].name == "schema"
+    # A declared schema chooses from itself alone: its first categorical never missing.
+    declared = DPCGAN(epsilon=8.0, device="cpu", **SMALL).fit(toy_table(), schema=SCHEMA)
+    assert declared.transformer.target == "y"  # ("c" may be missing)
 
 
 def test_conditional_sampling_returns_exactly_the_rows_asked_for():
