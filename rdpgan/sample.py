@@ -95,7 +95,8 @@ def iter_samples(
         if conditions:
             rows = model.sample(size, label, seeded, inner, conditions)
             return pa.Table.from_pandas(rows, preserve_index=False)
-        return model.sample_arrow(size, label=label, seed=seeded, workers=inner)
+        # (The chunks are one call of n rows: matched from as many generated rows as that.)
+        return model.sample_arrow(size, label=label, seed=seeded, workers=inner, call=n)
 
     with threadpool_limits(1, user_api="blas"):
         yield from ordered_parallel(chunk, sizes, min(workers, len(sizes)))

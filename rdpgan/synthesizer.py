@@ -133,8 +133,14 @@ class DPCGAN(FittedModel):
         return self.sampler.sample(n, label, seed, workers, conditions)
 
     def sample_arrow(
-        self, n: int | None = None, label: Any = None, seed: int | None = None, workers: int = 1
+        self,
+        n: int | None = None,
+        label: Any = None,
+        seed: int | None = None,
+        workers: int = 1,
+        call: int | None = None,
     ) -> pa.Table:
         """:meth:`sample`'s rows as an Arrow table (what files of millions of rows are written
-        from, without a Python object per string)."""
-        return self.sampler.sample_arrow(n, label, seed, workers)
+        from, without a Python object per string). ``call``: the rows of the whole call these
+        are part of (a file's chunks), which sets how many generated rows match them."""
+        return self.sampler.sample_arrow(n, label, seed, workers, call)

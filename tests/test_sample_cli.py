@@ -153,11 +153,11 @@ def test_a_failure_while_writing_leaves_no_file(tmp_path, trained_run, monkeypat
     real_sample = model.sample_arrow
     calls = []
 
-    def fail_on_second_chunk(n, label=None, seed=None, workers=1):
+    def fail_on_second_chunk(n, label=None, seed=None, workers=1, call=None):
         calls.append(n)
         if len(calls) == 2:
             raise OSError(28, "No space left on device")
-        return real_sample(n, label=label, seed=seed, workers=workers)
+        return real_sample(n, label=label, seed=seed, workers=workers, call=call)
 
     monkeypatch.setattr(model, "sample_arrow", fail_on_second_chunk)
     for out in ("s.csv", "s.parquet"):
@@ -433,3 +433,20 @@ def test_sampling_a_saved_model_imports_neither_torch_nor_the_dp_machinery(tmp_p
     assert len(pd.read_csv(tmp_path / "s.csv")) == 1000
     fitted = imported_by(tmp_path, "from rdpgan import fitting\n")
     assert {"torch", "opacus", "rdpgan.privacy.accountants", "scipy.stats"} <= set(fitted)
+
+
+def test_a_call_far_larger_than_the_table_matches_from_fewer_generated_rows_each(trained_run):
+    """Issue 54: a million rows from a 26k-row table were raked from 32 generated rows each.
+    A call's matching takes at most RAKING_POOL x the released rows beyond its own, down to
+    LARGE_CALL_POOL a row raked and 1 a row herded; a file's chunks count as one call."""
+    from rdpgan.sampler import CHOICE_ROWS, LARGE_CALL_POOL, RAKING_POOL
+
+    model = load_model(trained_run)
+    model.model_config = replace(model.model_config, sample_pool=None, herding_pool=None)
+    sampler = model.sampler
+    table = max(sampler.released_rows, CHOICE_ROWS)
+    assert sampler.call_pool(RAKING_POOL, table) == RAKING_POOL
+    assert sampler.call_pool(RAKING_POOL, 4 * table) == RAKING_POOL // 4
+    assert sampler.call_pool(RAKING_POOL, 1000 * table) == LARGE_CALL_POOL
+    assert sampler.call_pool(1, 1000 * table) == 1
+    assert sampler.herding_pool(1000 * table) == 1
