@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-from machine_info import code_commit, cpu_features, cpu_model
+from machine_info import code_commit, cpu_features, cpu_model, speed_line
 
 from rdpgan.cli import compose_run_config
 from rdpgan.config import ModelConfig, TrainConfig
@@ -107,7 +107,7 @@ def machine() -> str:
         f"{cpu_model()} [{cpu_features()}], {os.cpu_count()} cores, "
         f"{platform.system()} {platform.machine()}, "
         f"Python {platform.python_version()}, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), no GPU used"
+        f"({torch.get_num_threads()} threads), no GPU used. {speed_line()}"
     )
 
 

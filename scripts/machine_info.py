@@ -1,5 +1,10 @@
 """What every results file carries about where it was made: the CPU model, and the commit of
-the code that ran."""
+the code that ran; and what one core of it can do (``python scripts/machine_info.py``).
+
+Speed budgets are set for an AVX2-only AMD EPYC of about :data:`REFERENCE_GFLOPS` fp32
+GFLOP/s on one thread (issue 54). Capping a faster CPU's libraries to AVX2 does not make it
+one (measured 2.2x optimistic), so every speed part records this machine's own measure, and a
+budget holds here divided by its ratio to the reference."""
 
 from __future__ import annotations
 
@@ -55,6 +60,46 @@ def cpu_features(caps: bool = True) -> str:
     return found + (f" (emulating: {' '.join(set_caps)})" if caps and set_caps else "")
 
 
+# fp32 GEMM GFLOP/s on one thread of the machines speed budgets are set for (an AVX2-only AMD
+# EPYC, issue 54).
+REFERENCE_GFLOPS = 48.0
+GEMM_SIZE = 1024
+
+
+def gemm_gflops(repeats: int = 20) -> float:
+    """fp32 matrix-product GFLOP/s on one thread (torch, GEMM_SIZE squared, the best of
+    ``repeats`` after a warm-up): what the CPU and its math library deliver to one core. The
+    thread count is restored after."""
+    import time
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a = torch.randn(GEMM_SIZE, GEMM_SIZE)
+        b = torch.randn(GEMM_SIZE, GEMM_SIZE)
+        torch.mm(a, b)
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            best = min(best, time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return 2.0 * GEMM_SIZE**3 / best / 1e9
+
+
+def speed_line() -> str:
+    """One line for a speed part: this machine's GEMM GFLOP/s and its ratio to the reference."""
+    gflops = gemm_gflops()
+    return (
+        f"One thread does {gflops:.0f} GFLOP/s of fp32 GEMM ({GEMM_SIZE}², torch), "
+        f"{gflops / REFERENCE_GFLOPS:.2f}x the AVX2-only EPYC the budgets are set for "
+        f"({REFERENCE_GFLOPS:g}): divide a budget by that ratio to read it here."
+    )
+
+
 def machine_line() -> str:
     """The machine a results row was made on: architecture, cores, CPU model and features."""
     return f"{platform.machine()} {os.cpu_count()} cores, {cpu_model()} [{cpu_features()}]"
@@ -69,3 +114,8 @@ def code_commit() -> str:
     process starts: what runs is what was imported (or launched) then."""
     dirty = _git("status", "--porcelain", *CODE)
     return (_git("rev-parse", "--short", "HEAD") or "unknown") + ("-dirty" if dirty else "")
+
+
+if __name__ == "__main__":
+    print(machine_line())
+    print(speed_line())
