@@ -212,6 +212,11 @@ class FittedModel:
             "marginal_noise": self.marginal_noise,
             # Raking or not, as the self-check chose it (None: not yet chosen).
             "chosen_pool": self.tilts.pool,
+            # Sampling's tilt per class and column, as fitted (None: not yet): a loaded model
+            # samples without fitting it again (most of a small call's time).
+            "tilts": None
+            if self.tilts.fitted is None
+            else [[block.tolist() for block in blocks] for blocks in self.tilts.fitted],
             "released_rows": self.released_rows,
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -264,6 +269,8 @@ class FittedModel:
         model.marginal_noise = float(meta.get("marginal_noise", math.inf))
         chosen = meta.get("chosen_pool")  # (models saved before it choose at their first call)
         model.tilts.pool = None if chosen is None else int(chosen)
+        layout = CodeLayout(model.transformer.spans, model.transformer.width)
+        model.tilts.fitted = _saved_tilts(meta.get("tilts"), layout, model.transformer.n_classes)
         return model
 
     @classmethod
@@ -328,3 +335,21 @@ def _without_dropped(config: ModelConfig) -> ModelConfig:
 def _save_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
     with open(path, "wb") as file:  # (a path not ending in .npz would get the suffix added)
         np.savez(file, **arrays)
+
+
+def _saved_tilts(
+    saved: list[list[list[list[float]]]] | None, layout: CodeLayout, classes: int
+) -> list[list[np.ndarray]] | None:
+    """The tilts a model was saved with (None: fitted at its first call), checked against its
+    generator's layout: per class, one finite [blocks, width] array per bucket (ValueError if
+    not)."""
+    if saved is None:
+        return None
+    tilts = [[np.asarray(bucket, dtype=float) for bucket in buckets] for buckets in saved]
+    shapes = [tuple(shape) for shape in layout.bucket_shapes]
+    if len(tilts) != classes or any(
+        [b.shape for b in buckets] != shapes or not all(np.isfinite(b).all() for b in buckets)
+        for buckets in tilts
+    ):
+        raise ValueError("the saved tilts do not fit the generator")
+    return tilts

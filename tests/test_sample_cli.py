@@ -450,3 +450,22 @@ def test_a_call_far_larger_than_the_table_matches_from_fewer_generated_rows_each
     assert sampler.call_pool(RAKING_POOL, 1000 * table) == LARGE_CALL_POOL
     assert sampler.call_pool(1, 1000 * table) == 1
     assert sampler.herding_pool(1000 * table) == 1
+
+
+def test_a_saved_model_carries_its_tilts_and_samples_as_if_it_fitted_them(trained_run, tmp_path):
+    """Issue 54: the tilt was fitted again by every command that loaded a model (most of a
+    1,000-row call). model.json keeps it; the rows are those a fresh fit gives, and a tilt
+    that does not fit the generator is refused as a damaged model."""
+    meta = json.loads((trained_run / "model.json").read_text())
+    assert meta["tilts"] is not None
+    model = load_model(trained_run)
+    assert model.tilts.fitted is not None
+    saved = model.sample(300, seed=4)
+    model.tilts.fitted = None  # fitted again, from the same stream
+    pd.testing.assert_frame_equal(saved, model.sample(300, seed=4))
+    damaged = tmp_path / "damaged"
+    shutil.copytree(trained_run, damaged)
+    meta["tilts"][0] = meta["tilts"][0][:-1]
+    (damaged / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(UserInputError, match="damaged or incompatible"):
+        load_model(damaged)
