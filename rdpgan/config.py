@@ -320,6 +320,10 @@ class EvaluateConfig:
     seed: int = 0
     real: bool = True  # also score the real train split (the reference row)
     n_jobs: int = 2
+    # The categorical column the classifiers predict (default: the run's target), and its
+    # class scored as positive (default: the later of two).
+    column: str | None = None
+    positive_label: Any = None
 
 
 @dataclass

@@ -24,6 +24,8 @@ from omegaconf import DictConfig
 from rdpgan.cli import guarded, precheck_overrides, read_run_config, to_typed
 from rdpgan.config import EvaluateConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
+from rdpgan.data.target import matching_class
+from rdpgan.errors import UserInputError
 from rdpgan.fidelity import Resolution, fidelity_scores
 from rdpgan.io import read_json, write_json
 from rdpgan.runs import load_run_tables, require_finished, require_held_out
@@ -63,10 +65,15 @@ def evaluate_run(
     real: bool = True,
     n_jobs: int = 2,
     real_scores: UtilityScores | None = None,
+    column: str | None = None,
+    positive_label: Any = None,
 ) -> dict[str, Any]:
     """Score a run directory and write ``evaluation.json`` into it.
 
     ``real_scores`` lets a caller that evaluates many runs of one split reuse the reference row.
+    ``column``: the categorical column the classifiers predict (the run's target unless named:
+    a table trained without one scores the column its user cares about), ``positive_label``
+    its positive class (see :func:`utility_task`).
     """
     run_dir = Path(run_dir)
     require_finished(run_dir, "model.json", "synthetic.csv", "run.json")
@@ -75,14 +82,16 @@ def evaluate_run(
     require_finished(run_dir, "test.csv")
     meta = read_json(run_dir / "model.json")
     schema = Schema.from_specs(meta["schema"])
-    target, positive = meta["target"], meta["positive_label"]
+    target = meta["target"]
+    scored, positive = utility_task(schema, target, meta["positive_label"], column, positive_label)
     test = schema.read_csv(run_dir / "test.csv")
     synthetic = schema.read_csv(run_dir / "synthetic.csv")
     # First: rebuilding the train split is the step that can fail on bad input.
     real_rows = load_run_tables(config, run_dir, expected=schema)[0]
     if real_scores is None and real:
-        real_scores = score_table(real_rows, test, schema, target, positive, seed, n_jobs)
-    result = score_table(synthetic, test, schema, target, positive, seed, n_jobs).to_dict()
+        real_scores = score_table(real_rows, test, schema, scored, positive, seed, n_jobs)
+    result = score_table(synthetic, test, schema, scored, positive, seed, n_jobs).to_dict()
+    result["column"], result["positive_label"] = scored, positive
     if real_scores is not None:
         result["real"] = real_scores.to_dict()
     for resolution, key in FIDELITY_KEYS.items():
@@ -92,6 +101,28 @@ def evaluate_run(
         )
     write_json(run_dir / "evaluation.json", result)
     return result
+
+
+def utility_task(
+    schema: Schema, target: str, positive: Any, column: str | None, named: Any
+) -> tuple[str, Any]:
+    """(column, positive class) the classifiers score: the run's target and positive class,
+    or ``column`` (categorical) with ``named``, or else the later of its two levels."""
+    if column is None or column == target:
+        return target, positive if named is None else matching_class(
+            list(schema[target].levels), named
+        )
+    if column not in schema.names or not isinstance(schema[column], Categorical):
+        raise UserInputError(f"column={column} must name a categorical column of the run's schema")
+    levels = list(schema[column].levels)
+    if named is not None:
+        found = matching_class(levels, named)
+        if found not in levels:
+            raise UserInputError(f"positive_label={named} is not a level of {column!r}")
+        return column, found
+    if len(levels) != 2:
+        raise UserInputError(f"{column!r} has {len(levels)} levels: name one with positive_label=")
+    return column, levels[-1]
 
 
 def fidelity_line(result: dict[str, Any]) -> str:
@@ -111,8 +142,16 @@ def fidelity_line(result: dict[str, Any]) -> str:
 def _hydra_main(cfg: DictConfig) -> None:
     def task() -> None:
         typed = to_typed(cfg, EvaluateConfig)
-        result = evaluate_run(typed.run_dir, typed.seed, typed.real, typed.n_jobs)
-        line = f"synthetic mean AUROC {result['mean']:.4f}"
+        result = evaluate_run(
+            typed.run_dir,
+            typed.seed,
+            typed.real,
+            typed.n_jobs,
+            column=typed.column,
+            positive_label=typed.positive_label,
+        )
+        task_name = f"{result['column']}={result['positive_label']}"
+        line = f"{task_name}: synthetic mean AUROC {result['mean']:.4f}"
         if "real" in result:
             line += f"; real {result['real']['mean']:.4f}"
         print(line)

@@ -6,6 +6,9 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
+from rdpgan.errors import UserInputError
 from rdpgan.utility import CLASSIFIERS
 from tests.conftest import run_cli
 
@@ -38,3 +41,29 @@ def test_missing_run_dir_is_one_line_exit_2(tmp_path, small_adult):
     result = evaluate_cli(tmp_path / "nowhere", small_adult)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "not a finished run" in result.stderr
+
+
+def test_evaluation_scores_the_column_its_user_names():
+    """Issue 53: a table trained without a target is scored on the column its user cares
+    about; a numeric column, an unknown level, or a many-level column without a positive
+    class is one clear error."""
+    from rdpgan.data.schema import Categorical, Continuous, Schema
+    from rdpgan.evaluate import utility_task
+
+    schema = Schema(
+        [
+            Categorical("sex", ("Female", "Male")),
+            Categorical("race", ("a", "b", "c")),
+            Continuous("age", 0, 100),
+        ]
+    )
+    assert utility_task(schema, "sex", "Male", None, None) == ("sex", "Male")
+    assert utility_task(schema, "sex", "Male", "race", "b") == ("race", "b")
+    assert utility_task(schema, "race", "a", "sex", None) == ("sex", "Male")
+    for column, named, message in (
+        ("age", None, "categorical"),
+        ("race", "z", "not a level"),
+        ("race", None, "3 levels"),
+    ):
+        with pytest.raises(UserInputError, match=message):
+            utility_task(schema, "sex", "Male", column, named)
