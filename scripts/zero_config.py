@@ -136,12 +136,25 @@ def raw_tvd(
     real: pd.DataFrame, synthetic: pd.DataFrame, train: pd.DataFrame, declared: Schema, target: str
 ) -> float:
     """Mean 1-way TVD over the declared feature columns, on the cells (see the docstring)."""
-    scores = []
+    return float(np.mean(list(column_tvds(real, synthetic, train, declared, target).values())))
+
+
+def worst_columns(tvds: dict[str, float], count: int = 3) -> str:
+    """The ``count`` columns of largest 1-way TVD, as ``name=tvd``."""
+    worst = sorted(tvds.items(), key=lambda item: -item[1])[:count]
+    return "; ".join(f"{name}={tvd:.4f}" for name, tvd in worst)
+
+
+def column_tvds(
+    real: pd.DataFrame, synthetic: pd.DataFrame, train: pd.DataFrame, declared: Schema, target: str
+) -> dict[str, float]:
+    """Each declared feature column's 1-way TVD, on the cells (see the docstring)."""
+    scores = {}
     for column in declared.columns:
         if column.name == target:
             continue
         if column.name not in synthetic.columns:
-            scores.append(1.0)
+            scores[column.name] = 1.0
             continue
         if isinstance(column, Categorical):
             a, b = real[column.name].map(value_key), synthetic[column.name].map(value_key)
@@ -156,8 +169,8 @@ def raw_tvd(
 
             a, b = binned(real[column.name]), binned(synthetic[column.name])
         p, q = a.value_counts(normalize=True), b.value_counts(normalize=True)
-        scores.append(0.5 * float(p.sub(q, fill_value=0.0).abs().sum()))
-    return float(np.mean(scores))
+        scores[column.name] = 0.5 * float(p.sub(q, fill_value=0.0).abs().sum())
+    return scores
 
 
 def target_levels(schema_yaml: dict, target: str) -> int:
@@ -192,6 +205,7 @@ def train_pair(
         scores = read_json(where / "evaluation.json")
         synthetic = pd.read_csv(where / "synthetic.csv", dtype=str, keep_default_na=False)
         released = yaml.safe_load((where / "schema.yaml").read_text())
+        tvds = column_tvds(test, synthetic, train, declared, dataset.target)
         rows.append(
             {
                 "table": table,
@@ -200,9 +214,8 @@ def train_pair(
                 "epsilon": epsilon,
                 "synthetic_mean_auroc": round(scores["mean"], 4),
                 "real_mean_auroc": round(scores["real"]["mean"], 4),
-                "tvd_1way_cells": round(
-                    raw_tvd(test, synthetic, train, declared, dataset.target), 4
-                ),
+                "tvd_1way_cells": round(float(np.mean(list(tvds.values()))), 4),
+                "worst_columns": worst_columns(tvds),
                 "tvd_1way_quantile": round(scores["fidelity_quantile"]["tvd_1way"], 4),
                 "target_classes": target_levels(released, dataset.target),
                 "dropped": "; ".join(released.get("dropped") or {}),
