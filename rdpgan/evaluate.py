@@ -107,11 +107,11 @@ def utility_task(
     schema: Schema, target: str, positive: Any, column: str | None, named: Any
 ) -> tuple[str, Any]:
     """(column, positive class) the classifiers score: the run's target and positive class,
-    or ``column`` (categorical) with ``named``, or else the later of its two levels."""
-    if column is None or column == target:
-        return target, positive if named is None else matching_class(
-            list(schema[target].levels), named
-        )
+    or ``column`` (categorical) with ``named``, or else the later of its two levels. (A row
+    whose ``column`` is missing counts as not positive.)"""
+    if (column is None or column == target) and named is None:
+        return target, positive
+    column = target if column is None else column
     if column not in schema.names or not isinstance(schema[column], Categorical):
         raise UserInputError(f"column={column} must name a categorical column of the run's schema")
     levels = list(schema[column].levels)

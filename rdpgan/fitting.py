@@ -235,7 +235,7 @@ def release_frame_schema(
     return conform_rows(cells, release, conditioned(dataset, release), config), release
 
 
-def declared_target(schema: Schema, positive_label: Any) -> tuple[str, Any]:
+def declared_target(schema: SchemaRelease, positive_label: Any) -> tuple[str, Any]:
     """(target, positive class) a fit given a schema but no target conditions on
     (:func:`~rdpgan.data.loading.declared_condition`; the user's positive class wins)."""
     dataset = declared_condition(DatasetConfig(name="dataframe"), schema)

@@ -73,7 +73,7 @@ class DPCGAN(FittedModel):
                 schema if isinstance(schema, Schema) else Schema.from_specs(schema)
             )
         if target is None:  # a declared schema's: chosen from it alone (public)
-            target, positive_label = fitting.declared_target(schema.schema, positive_label)
+            target, positive_label = fitting.declared_target(schema, positive_label)
         fitting.fit(self, df, target, schema, positive_label, checkpoint_dir)
         return self
 

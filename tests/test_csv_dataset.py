@@ -866,6 +866,20 @@ def test_a_csv_without_a_target_conditions_on_a_released_column(tmp_path):
     assert "schema" in [release["name"] for release in ledger["mechanisms"]]
     synthetic = pd.read_csv(run / "synthetic.csv")
     assert set(synthetic.columns) == {"x", "city", "kind"}
+    # Its schema.yaml says which column it chose: a run reusing it without a target takes the
+    # same (a declared schema's own rule would take "city", the first categorical).
+    (tmp_path / "again").mkdir()
+    again = train_cli(
+        tmp_path / "again",
+        "dataset=csv",
+        f"dataset.path={path}",
+        f"schema.file={run / 'schema.yaml'}",
+        *TINY,
+        "epsilon=20",
+        "sample.n=200",
+    )
+    assert again.returncode == 0, again.stderr
+    assert read_run_config(tmp_path / "again" / "run").dataset.target == "kind"
 
 
 def test_the_condition_column_is_the_most_even_released_one_that_holds_the_rows():
@@ -888,6 +902,14 @@ def test_the_condition_column_is_the_most_even_released_one_that_holds_the_rows(
     )
     assert release.target == "even"  # "gappy" is the more even, but misses 30% of the rows
     assert release.positive in ("p", "q", "r")
+    with pytest.raises(UserInputError, match="name both"):
+        resolve_schema(
+            frame,
+            DatasetConfig(name="t", file="", positive_label="p"),
+            SchemaConfig(source="private"),
+            SchemaBudget(20.0, 1e-5),
+            np.random.default_rng(0),
+        )
     lone = pd.DataFrame({"x": rng.normal(0, 1, n).astype(str)})
     with pytest.raises(UserInputError, match=r"dataset\.target=COLUMN"):
         private_schema(

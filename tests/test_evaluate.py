@@ -61,6 +61,7 @@ def test_evaluation_scores_the_column_its_user_names():
     assert utility_task(schema, "sex", "Male", "race", "b") == ("race", "b")
     assert utility_task(schema, "race", "a", "sex", None) == ("sex", "Male")
     for column, named, message in (
+        (None, "Other", "not a level"),
         ("age", None, "categorical"),
         ("race", "z", "not a level"),
         ("race", None, "3 levels"),

@@ -154,6 +154,8 @@ def resolve_schema(
     A private schema is drawn with ``rng``, the run's DP noise."""
     if config.source not in SOURCES:
         raise UserInputError(f"schema.source must be one of {', '.join(SOURCES)}")
+    if dataset.target is None and dataset.positive_label is not None:
+        raise UserInputError("dataset.positive_label names a class of dataset.target: name both")
     unknown = [name for name in config.drop if name not in cells.columns]
     if unknown:
         raise UserInputError(f"schema.drop names {unknown[0]!r}, which is not a column")
@@ -174,7 +176,7 @@ def resolve_schema(
     if chosen:
         if declared is None:
             raise UserInputError("schema=unsafe_infer needs the target: dataset.target=COLUMN")
-        dataset = declared_condition(dataset, declared.schema)
+        dataset = declared_condition(dataset, declared)
     target = target_column(frame, dataset, declared.schema if declared else None)
     if declared is None:
         release = inferred_schema(frame, config, dataset.target, list(target.levels))
@@ -185,11 +187,15 @@ def resolve_schema(
     return release
 
 
-def declared_condition(dataset: DatasetConfig, schema: Schema) -> DatasetConfig:
+def declared_condition(dataset: DatasetConfig, release: SchemaRelease) -> DatasetConfig:
     """``dataset`` conditioned on a declared schema's column where it names no target: the
-    first categorical column of 2 to CONDITION_CLASSES levels that is never missing (public:
-    the schema alone; a target's missing rows would be left out), else the first of them.
-    Its positive class is the later of two, or the first level."""
+    one the run that released the schema chose (its file says), else the first categorical
+    column of 2 to CONDITION_CLASSES levels that is never missing (public: the schema alone;
+    a target's missing rows would be left out), else the first of them. Its positive class
+    is the later of two, or the first level."""
+    if release.target is not None:
+        return replace(dataset, target=release.target, positive_label=release.positive)
+    schema = release.schema
     usable = [
         c
         for c in schema.columns

@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
-from rdpgan.data.schema import Schema
+from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import Release
 from rdpgan.privacy.private_schema import SchemaRelease
@@ -55,7 +55,7 @@ def read_schema_release(path: Path) -> SchemaRelease:
     loaded = _load(path)
     schema = _schema(path, loaded)
     if not isinstance(loaded, dict) or ("cost" not in loaded and "fingerprint" not in loaded):
-        return SchemaRelease(schema)  # declared by hand: public, free
+        return _with_condition(SchemaRelease(schema), loaded, path)  # by hand: public, free
     cost = loaded.get("cost") or {}
     edited = loaded.get("fingerprint") != fingerprint(loaded)
     try:
@@ -73,6 +73,20 @@ def read_schema_release(path: Path) -> SchemaRelease:
         raise UserInputError(f"schema file {path}: its cost section is damaged") from exc
     if edited:
         release.notes.append(EDITED_NOTE.format(path=path))
+    return _with_condition(release, loaded, path)
+
+
+def _with_condition(release: SchemaRelease, loaded: Any, path: Path) -> SchemaRelease:
+    """``release`` with the column (and positive class) the run that wrote the file chose to
+    condition on, where it named no target: a run reusing the file without one takes the same
+    (a condition naming no categorical column is refused)."""
+    condition = loaded.get("condition") if isinstance(loaded, dict) else None
+    if condition is None:
+        return release
+    target = condition.get("target") if isinstance(condition, dict) else None
+    if target not in release.schema.names or not isinstance(release.schema[target], Categorical):
+        raise UserInputError(f"schema file {path}: its condition names no categorical column")
+    release.target, release.positive = target, condition.get("positive")
     return release
 
 
@@ -145,6 +159,8 @@ def schema_yaml(release: SchemaRelease, source: str, notes: Sequence[str] = ()) 
         for spec in release.schema.to_specs()
     ]
     body: dict[str, Any] = {"columns": columns, "dropped": dict(release.dropped)}
+    if release.target is not None:  # the column a run without a target chose: reuse keeps it
+        body["condition"] = {"target": release.target, "positive": release.positive}
     carried = list(dict.fromkeys([*release.notes, *notes]))
     if release.releases or carried:
         body["cost"] = {

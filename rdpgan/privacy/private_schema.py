@@ -724,7 +724,8 @@ def released_point_masses(
     found: dict[float, float] = {}
     for value, count in levels.items():
         number = float(value) if is_number(str(value)) else math.nan
-        if lo <= number <= hi and not (profile.zero_code and number == 0.0):
+        whole = not integer or number == round(number)  # (a 2.5 in an integer column: no)
+        if whole and lo <= number <= hi and not (profile.zero_code and number == 0.0):
             found[number] = found.get(number, 0.0) + count
     top = sorted(found.items(), key=lambda item: -item[1])[:MOST_POINT_MASSES]
     if sum(count for _, count in top) < POINT_MASS_COVER * profile.numbers:
@@ -981,13 +982,19 @@ def private_schema(
             2,
             {
                 "mechanisms": "gaussian: value profiles, power-of-two bands, candidate counts "
-                f"and partition selection over values, weighed by {VALUE_WEIGHT:g} (the "
-                f"target's by {TARGET_WEIGHT:g}; release 1, sensitivity sqrt("
-                f"{UNWEIGHED_HISTOGRAMS + VALUE_WEIGHT**2:g} x features + "
-                f"{TARGET_WEIGHT**2:g})); hierarchical histograms of numeric columns within "
-                "their bands (release 2, sensitivity sqrt(levels x numeric columns))",
+                f"and partition selection over values, weighed by {VALUE_WEIGHT:g} ("
+                + (
+                    f"the target's by {TARGET_WEIGHT:g}; release 1, sensitivity sqrt("
+                    f"{UNWEIGHED_HISTOGRAMS + VALUE_WEIGHT**2:g} x features + "
+                    f"{TARGET_WEIGHT**2:g})"
+                    if targeted
+                    else "no target; release 1, sensitivity sqrt("
+                    f"{UNWEIGHED_HISTOGRAMS + VALUE_WEIGHT**2:g} x features)"
+                )
+                + "); hierarchical histograms of numeric columns within their bands (release "
+                "2, sensitivity sqrt(levels x numeric columns))",
                 "sensitivity": sensitivity,
-                "columns": len(features) + 1,
+                "columns": len(features) + int(targeted),
                 "threshold": threshold,
             },
         ),

@@ -697,6 +697,7 @@ def test_the_private_schema_moves_by_at_most_its_declared_sensitivity_per_releas
     move by at most its noise std / the ledger's noise multiplier in L2, and there are no
     more releases at that multiplier than the ledger's steps."""
     ratios = []
+    conditioned = 0  # target-less tables that chose a column to condition on
     for seed in range(60):
         rng = np.random.default_rng(seed)
         # Every third table, the target's classes are counted as candidates (dense, weighed).
@@ -719,16 +720,22 @@ def test_the_private_schema_moves_by_at_most_its_declared_sensitivity_per_releas
         first = SchemaQueries(monkeypatch)
         paid: list[Release] = []
         # (A table without a target may have no column to condition on: refused after its
-        # releases, which must then still keep to their sensitivity.)
-        with contextlib.suppress(UserInputError):
-            private_schema_module.private_schema(
+        # releases, which must then still keep to their sensitivity. A named one never is.)
+        refusals = (
+            contextlib.suppress(UserInputError) if named is None else contextlib.nullcontext()
+        )
+        with refusals:
+            _, release = private_schema_module.private_schema(
                 table, dataset, config, budget, np.random.default_rng(0), paid.extend
             )
+            conditioned += release.target is not None
         second = SchemaQueries(monkeypatch, replay=first)
-        with contextlib.suppress(UserInputError):
+        with refusals:
             private_schema_module.private_schema(
                 bigger, dataset, config, budget, np.random.default_rng(0)
             )
+        # Both releases drawn (release 1's dense counts, release 2's trees), refused or not.
+        assert [kind for kind, *_ in first.calls].count("dense") == 2
         counts = paid[0]
         assert counts.kind == "gaussian" and counts.steps == 2
         moved: dict[float, float] = {}  # noise std -> squared L2 movement of its counts
@@ -752,6 +759,7 @@ def test_the_private_schema_moves_by_at_most_its_declared_sensitivity_per_releas
             assert math.sqrt(squared) <= declared + SLACK
             ratios.append(math.sqrt(squared) / declared)
     assert max(ratios) > 0.7  # an added row can come close to the bound: the check can fail
+    assert conditioned > 0  # the target-less path ran to its end on some tables
 
 
 class GenerousQueries(SchemaQueries):
