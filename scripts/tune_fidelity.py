@@ -30,6 +30,7 @@ from unittest import mock
 import numpy as np
 import pandas as pd
 from benchmark import append_rows
+from download_data import DEV_TABLES
 from machine_info import code_commit, machine_line
 from tune_adult import size_matches, subsample
 
@@ -45,19 +46,7 @@ from rdpgan.synthesizer import DPCGAN
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "results" / "tuning_fidelity.csv"
-TABLES = (
-    "adult",
-    "fertility",
-    "credit_data",
-    "gss_wages",
-    "creditcard_aer",
-    "ames",
-    "acs12",
-    "tv16",
-    "nlswork",
-    "nasscds",
-    "anes_partytherms",
-)
+TABLES = ("adult", *(table.name for table in DEV_TABLES))
 SCORES = ("tvd_1way", "tvd_2way", "tvd_3way_target", "duplicate_rows", "association_difference")
 CANDIDATES: dict[str, list[str]] = {
     # Densities only: no raking, no pairs chosen after training.

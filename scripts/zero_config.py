@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 import yaml
 from any_csv import timed_train  # scripts/, beside this file
+from download_data import DEV_TABLES
 from machine_info import code_commit, machine_line
 
 from rdpgan.cli import compose_run_config
@@ -54,18 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMIT = code_commit()
 # Smallest first. Fertility trains on ~204,000 rows: more than 1/delta at delta 1e-5, which
 # rdpgan refuses, so both of its runs (and its schema draws) use the delta its config names.
-TABLES = (
-    "creditcard_aer",
-    "acs12",
-    "credit_data",
-    "ames",
-    "gss_wages",
-    "fertility",
-    "tv16",
-    "nlswork",
-    "nasscds",
-    "anes_partytherms",
-)
+TABLES = tuple(table.name for table in DEV_TABLES)
 DELTAS = {"fertility": 1e-6}
 COMMON = 0.05  # a value held by this share of the rows must survive (the bar)
 BINS = 20
