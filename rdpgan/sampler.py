@@ -182,6 +182,11 @@ def raking_pool(
     return pool_for_noise(config, noise, released_rows)
 
 
+def matched_rows(released_rows: int) -> int:
+    """The most generated rows a call's matching takes beyond its own (LARGE_CALL_POOL)."""
+    return RAKING_POOL * max(released_rows, CHOICE_ROWS)
+
+
 def pool_for_noise(config: ModelConfig, noise: float, released_rows: int) -> int:
     """:func:`raking_pool` for marginals whose noise is ``noise``: known before they are
     released, so that a fit can plan its budget split with it."""
@@ -352,17 +357,13 @@ class Sampler:
         positions = rng.uniform(-1.0, 1.0, (n, len(self.transformer.wide_columns)))
         return positions, blocks, labels
 
-    def matched_rows(self) -> int:
-        """The most generated rows a call's matching takes beyond its own (LARGE_CALL_POOL)."""
-        return RAKING_POOL * max(self.released_rows, CHOICE_ROWS)
-
     def call_pool(self, pool: int, n: int) -> int:
         """``pool`` for a call of ``n`` rows: a raking pool shrunk toward LARGE_CALL_POOL where
-        ``n`` rows at ``pool`` would take more than :meth:`matched_rows` generated rows (an
+        ``n`` rows at ``pool`` would take more than :func:`matched_rows` generated rows (an
         explicit ``model.sample_pool`` as it is)."""
         if pool == 1 or self.config.sample_pool is not None:
             return pool
-        return max(min(LARGE_CALL_POOL, pool), min(pool, self.matched_rows() // n))
+        return max(min(LARGE_CALL_POOL, pool), min(pool, matched_rows(self.released_rows) // n))
 
     def raking_pool(self) -> int:
         """See :func:`raking_pool`: the pool raking would take, where it may rake."""
@@ -422,11 +423,11 @@ class Sampler:
     def herding_pool(self, n: int) -> int:
         """Generated rows per row kept where a call for ``n`` rows does not rake:
         ``model.herding_pool``, or (null) HERDING_PAIRS_POOL where herding takes pairs, else
-        HERDING_POOL, within :meth:`matched_rows` for the call; 1 keeps every generated row."""
+        HERDING_POOL, within :func:`matched_rows` for the call; 1 keeps every generated row."""
         if self.config.herding_pool is not None:
             return self.config.herding_pool
         pool = HERDING_PAIRS_POOL if self.herding_pairs(n) else HERDING_POOL
-        return max(1, min(pool, self.matched_rows() // n))
+        return max(1, min(pool, matched_rows(self.released_rows) // n))
 
     def herding_pairs(self, n: int) -> bool:
         """Whether herding a call for ``n`` rows follows pairs of columns too:
