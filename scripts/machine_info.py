@@ -96,7 +96,7 @@ def speed_line() -> str:
     return (
         f"One thread does {gflops:.0f} GFLOP/s of fp32 GEMM ({GEMM_SIZE}², torch), "
         f"{gflops / REFERENCE_GFLOPS:.2f}x the AVX2-only EPYC the budgets are set for "
-        f"({REFERENCE_GFLOPS:g}): divide a budget by that ratio to read it here."
+        f"({REFERENCE_GFLOPS:g}): divide a budget by that ratio to read it here"
     )
 
 
