@@ -10,10 +10,11 @@ the rows the schema was released from). No generator can undo this loss, so it i
 of a zero-config run's TVD. The schema is released from the other 80% of the train split
 (:data:`rdpgan.data.split.VALIDATION_KEY`); the test split is never read.
 
-``--set`` overrides a constant of :mod:`rdpgan.privacy.private_schema` for this process (the
-candidates tried). Appends one row per table and draw to ``results/tuning_schema.csv``, with
-the bar's schema checks (eligible columns dropped, bounds outside), command, date, machine
-and commit.
+``--set`` overrides a constant of :mod:`rdpgan.privacy.private_schema` or of one of its parts
+in :mod:`rdpgan.privacy.schema` for this process, in the module that defines it and reads it
+(the candidates tried). Appends one row per table and draw to ``results/tuning_schema.csv``,
+with the bar's schema checks (eligible columns dropped, bounds outside), command, date,
+machine and commit.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pandas as pd
@@ -36,8 +38,11 @@ from rdpgan.data.schema import Continuous, Schema
 from rdpgan.data.split import VALIDATION_KEY, split
 from rdpgan.io import atomic_write
 from rdpgan.privacy import private_schema
+from rdpgan.privacy.schema import bounds, counts, kinds, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
+# The modules whose constants ``--set`` may override (each defined in exactly one of them).
+SCHEMA_MODULES = (private_schema, profiles, counts, bounds, kinds)
 
 
 def through_schema(rows: pd.DataFrame, schema: Schema) -> pd.DataFrame:
@@ -48,6 +53,16 @@ def through_schema(rows: pd.DataFrame, schema: Schema) -> pd.DataFrame:
         if isinstance(column, Continuous):
             read[column.name] = read[column.name].clip(column.lo, column.hi)
     return schema.written(read)
+
+
+def defining_module(name: str) -> ModuleType:
+    """The one of :data:`SCHEMA_MODULES` that defines constant ``name`` (an unknown name is an
+    error)."""
+    found = [module for module in SCHEMA_MODULES if name in vars(module)]
+    if len(found) != 1:
+        where = ", ".join(module.__name__ for module in SCHEMA_MODULES)
+        raise SystemExit(f"--set {name}: not a constant of one of {where}")
+    return found[0]
 
 
 def main() -> None:
@@ -62,13 +77,14 @@ def main() -> None:
     options = parser.parse_args()
     for assignment in options.set:
         name, value = assignment.split("=", 1)
-        current = getattr(private_schema, name)  # an unknown name is an error
+        module = defining_module(name)
+        current = getattr(module, name)
         candidate = ast.literal_eval(value)  # a number, or a tuple such as SHARE_RANGE's
         if isinstance(current, float) and isinstance(candidate, int):
             candidate = float(candidate)
         if not isinstance(candidate, type(current)):
             raise SystemExit(f"--set {name}: {value!r} is not a {type(current).__name__}")
-        setattr(private_schema, name, candidate)
+        setattr(module, name, candidate)
     rows = []
     for table in options.tables:
         dataset = compose_run_config([f"dataset={table}"]).dataset

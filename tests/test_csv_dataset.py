@@ -20,31 +20,28 @@ from rdpgan.data.schema import Schema
 from rdpgan.data.target import one_vs_rest
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
-from rdpgan.privacy import private_schema as private_schema_module
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 from rdpgan.privacy.mechanisms.partition import tail_cost
 from rdpgan.privacy.mechanisms.tree import DENSITY_LEVELS, level_counts, tree_split
 from rdpgan.privacy.private_schema import (
-    BANDS,
     COUNT_STD_GOAL,
-    LOWEST_BAND,
-    MOST_POINT_MASSES,
-    NO_VALUE_RELEASED,
-    OTHER,
-    TAIL_SHARE,
-    Profile,
     SchemaBudget,
-    band_range,
-    column_kind,
-    counts_sensitivity,
-    levels_spec,
-    missing_spelling,
     private_schema,
     schema_noise,
     share_range,
-    tail_share,
-    within_reach,
 )
+from rdpgan.privacy.schema import bounds as schema_bounds
+from rdpgan.privacy.schema.bounds import TAIL_SHARE, band_range, tail_share, within_reach
+from rdpgan.privacy.schema.counts import counts_sensitivity
+from rdpgan.privacy.schema.kinds import (
+    MOST_POINT_MASSES,
+    NO_VALUE_RELEASED,
+    OTHER,
+    column_kind,
+    levels_spec,
+    missing_spelling,
+)
+from rdpgan.privacy.schema.profiles import BANDS, LOWEST_BAND, Profile
 from rdpgan.runs import load_run_tables, release_run_tables
 from tests.conftest import FAST, run_cli, train_cli
 
@@ -322,7 +319,7 @@ def test_the_private_bounds_read_the_unshrunk_tree(monkeypatch):
         calls.append((shrink, own))
         return tree_split(levels, noise_std, shrink, own)
 
-    monkeypatch.setattr(private_schema_module, "tree_split", spy)
+    monkeypatch.setattr(schema_bounds, "tree_split", spy)
     values = np.random.default_rng(5).lognormal(10.0, 1.0, 2000)
     private(pd.DataFrame({"x": values.astype(str), "y": ["p", "q"] * 1000}), 8.0)
     assert calls and all(call == (False, True) for call in calls)

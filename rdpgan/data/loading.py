@@ -40,12 +40,8 @@ from rdpgan.data.target import (
 )
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.ledger import Release
-from rdpgan.privacy.private_schema import (
-    CONDITION_CLASSES,
-    SchemaBudget,
-    SchemaRelease,
-    private_schema,
-)
+from rdpgan.privacy.private_schema import SchemaBudget, SchemaRelease, private_schema
+from rdpgan.privacy.schema.kinds import CONDITION_CLASSES
 
 SOURCES = ("declared", "private", "unsafe_infer")
 KINDS = ("continuous", "categorical")

@@ -43,14 +43,16 @@ from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy import private_schema as private_schema_module
 from rdpgan.privacy.dp_sgd import DPSGD
 from rdpgan.privacy.ledger import PrivacyLedger, Release
-from rdpgan.privacy.private_schema import (
-    SchemaBudget,
+from rdpgan.privacy.private_schema import SchemaBudget
+from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
+from rdpgan.privacy.schema import bounds as schema_bounds
+from rdpgan.privacy.schema import counts as schema_counts
+from rdpgan.privacy.schema.profiles import (
     candidate_counts,
     magnitude_bands,
     value_counts,
     value_profile,
 )
-from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
 from rdpgan.synthesizer import DPCGAN
 from rdpgan.training import CGANTrainer
 from rdpgan.transform import TableTransformer
@@ -669,8 +671,13 @@ class SchemaQueries:
         self.thresholds: list[tuple[dict, float, float]] = []
         self.outputs: list[object] = []
         self.replay = replay
-        for name in ("noisy_tables", "gaussian_partitions"):
-            monkeypatch.setattr(private_schema_module, name, getattr(self, name))
+        # Looked up where they are called: release 1's draws in counts, release 2's in bounds.
+        for module, names in (
+            (schema_counts, ("noisy_tables", "gaussian_partitions")),
+            (schema_bounds, ("noisy_tables",)),
+        ):
+            for name in names:
+                monkeypatch.setattr(module, name, getattr(self, name))
 
     def _answer(self, noiseless: object) -> object:
         out = noiseless if self.replay is None else self.replay.outputs[len(self.outputs)]

@@ -1,0 +1,292 @@
+"""What each column becomes in a ``schema=private`` schema, read off the two releases of
+:mod:`rdpgan.privacy.private_schema` (post-processing): its kind (:func:`column_kind`), a
+numeric column's spec (:func:`numeric_spec`), a categorical one's levels
+(:func:`levels_spec`), the target's classes (:func:`private_target`), or the column a table
+without a target conditions on (:func:`condition_column`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
+from rdpgan.data.dates import format_index, has_time
+from rdpgan.data.discretize import GRID_LIMIT
+from rdpgan.data.target import class_key, one_vs_rest, released_classes_only
+from rdpgan.errors import UserInputError
+from rdpgan.privacy.schema import counts as schema_counts
+from rdpgan.privacy.schema import profiles as schema_profiles
+from rdpgan.privacy.schema.counts import Counts
+from rdpgan.privacy.schema.profiles import Profile, is_number
+
+# A multi-class target is kept as it is unless its released classes leave out more rows than
+# this many stds of the noise (then one-vs-rest around the positive label keeps every row).
+# Chosen from the noise alone, on no table: where every class was released, the estimate of
+# the rows left out is noise, so it passes k stds with the Gaussian tail's probability, once in
+# ~740 runs at 3 stds and once in ~31,600 at 4. (Draws on acs12's train split at a5b8ef4,
+# results/zero_config.md, showed the 1 in ~740; they set nothing.) The price: a class truly
+# left unreleased whose rows are between 3 and 4 stds is left out of training, not merged.
+TARGET_NOISE = 4.0
+# A column is numeric where :data:`~rdpgan.privacy.schema.profiles.NUMERIC_SHARE` of its values
+# parse as numbers, or at least MOSTLY_NUMBERS of them, when released text values (at most
+# MAX_TOKENS, e.g. "N", "NA", "-") leave the rest below 1 - NUMERIC_SHARE: numeric, those tokens
+# missing.
+MOSTLY_NUMBERS = 0.75
+MAX_TOKENS = 3
+# An integer column whose 2 to CODE_LEVELS released values hold CODE_COVERAGE of its numbers is
+# a code (1 / 2, a month, a count of rooms): categorical over those values.
+CODE_LEVELS = 12
+CODE_COVERAGE = 0.95
+# A categorical column whose released levels leave at least OTHER_SHARE of its values out gets
+# a level OTHER for them (a two-valued flag whose rare value is below the threshold stays a
+# column; a 50-level state keeps its rare states as one level rather than as missing), and
+# OTHER_NOISE stds of the share left out (a difference of two noisy counts) besides, so that a
+# constant column does not keep a level of noise. OTHER_SHARE is low: an OTHER few rows hold
+# costs little, a column dropped for want of it costs the column.
+OTHER_SHARE = 0.01
+OTHER_NOISE = 1.0
+OTHER = "(other)"
+NO_VALUE_RELEASED = "no value released (unique per row, or too rare for the noise)"
+# A numeric column whose released values (partition selection) hold at least this share of its
+# numbers gets a code at each of them, up to MOST_POINT_MASSES (the most frequent): its
+# synthetic values land exactly on them (TV16's lemprac, 34 decimals, a quarter of the rows on
+# -0.619, came back as 36,125 distinct values). An integer column the generator encodes one
+# code per value (GRID_LIMIT) is exact already.
+POINT_MASS_COVER = 0.5
+# A table without a named target conditions on a released categorical column of at most
+# CONDITION_CLASSES values that hold CONDITION_COVER of its rows (:func:`condition_column`).
+CONDITION_CLASSES = 12
+CONDITION_COVER = 0.95
+MOST_POINT_MASSES = 40
+
+
+def missing_tokens(levels: dict[Any, float]) -> dict[Any, float]:
+    """The (at most :data:`MAX_TOKENS`) most frequent released values that are neither
+    numbers nor dates."""
+    words = [v for v in levels if not is_number(str(v))]
+    dates = format_index(pd.Series(words, dtype=object)) >= 0
+    text = sorted((v for v, d in zip(words, dates, strict=True) if not d), key=lambda v: -levels[v])
+    return {v: levels[v] for v in text[:MAX_TOKENS]}
+
+
+def column_kind(profile: Profile, levels: dict[Any, float]) -> str:
+    """``continuous`` (dates too), ``codes`` or ``categorical``, from a column's released
+    profile and values (post-processing; see
+    :data:`~rdpgan.privacy.schema.profiles.NUMERIC_SHARE`, :data:`CODE_LEVELS`)."""
+    if profile.date_format is not None:
+        return "continuous"
+    tokens = sum(missing_tokens(levels).values())
+    present = profile.kind_present
+    numeric = profile.numbers >= schema_profiles.NUMERIC_SHARE * present or (
+        profile.numbers >= MOSTLY_NUMBERS * present
+        and profile.numbers >= schema_profiles.NUMERIC_SHARE * (present - tokens)
+    )
+    if not numeric:
+        return "categorical"
+    numbers = [count for value, count in levels.items() if is_number(str(value))]
+    codes = (
+        profile.is_integer
+        and 2 <= len(numbers) <= CODE_LEVELS
+        and sum(numbers) >= CODE_COVERAGE * profile.numbers
+    )
+    return "codes" if codes else "continuous"
+
+
+def missing_spelling(profile: Profile, levels: dict[Any, float]) -> str | None:
+    """How a numeric column's missing values are written: its most frequent released token,
+    when it outnumbers the blank cells (None: blank)."""
+    tokens = missing_tokens(levels)
+    if not tokens:
+        return None
+    token = max(tokens, key=lambda v: tokens[v])
+    return str(token) if tokens[token] > profile.missing else None
+
+
+def released_point_masses(
+    levels: dict[Any, float], profile: Profile, lo: float, hi: float, integer: bool
+) -> list[float]:
+    """The released values of a numeric column within [lo, hi] that get codes of their own:
+    the :data:`MOST_POINT_MASSES` most frequent, when together they hold
+    :data:`POINT_MASS_COVER` of its numbers (by noisy counts; none for dates, nor for an
+    integer column the generator encodes one code per value). Post-processing."""
+    if profile.date_format is not None or (integer and hi - lo + 1 <= GRID_LIMIT):
+        return []
+    found: dict[float, float] = {}
+    for value, count in levels.items():
+        number = float(value) if is_number(str(value)) else math.nan
+        whole = not integer or number == round(number)  # (a 2.5 in an integer column: no)
+        if whole and lo <= number <= hi and not (profile.zero_code and number == 0.0):
+            found[number] = found.get(number, 0.0) + count
+    top = sorted(found.items(), key=lambda item: -item[1])[:MOST_POINT_MASSES]
+    if sum(count for _, count in top) < POINT_MASS_COVER * profile.numbers:
+        return []
+    return sorted(number for number, _ in top)
+
+
+def numeric_spec(
+    name: str,
+    profile: Profile,
+    bounds: tuple[float, float],
+    missing_as: str | None,
+    levels: dict[Any, float],
+) -> ColumnSpec:
+    """A numeric column's spec: integer-ness and a point mass at 0 from its profile (a date's
+    format: whole days, or a time of day), its released bounds (integers outward for an
+    integer column; 0 inside with a point mass), and a point mass at each of its released
+    ``levels`` where they hold most of it (:func:`released_point_masses`)."""
+    lo, hi = bounds
+    date_format = profile.date_format
+    integer = profile.is_integer if date_format is None else not has_time(date_format)
+    zero_mass = profile.zero_code
+    if integer:
+        lo, hi = math.floor(lo), math.ceil(hi)
+    if zero_mass:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    if not lo < hi:
+        hi = lo + 1.0
+    masses = released_point_masses(levels, profile, lo, hi, integer)
+    wide = lo >= 0 and hi > 100 * max(lo, 1.0) and date_format is None
+    return ColumnSpec(
+        name,
+        "continuous",
+        float(lo),
+        float(hi),
+        integer=integer,
+        transform="log1p" if wide else "none",
+        missing=True,
+        point_masses=sorted({*masses, *([0.0] if zero_mass else [])}),
+        unlisted_as_missing=True,
+        missing_as=missing_as,
+        date_format=date_format,
+    )
+
+
+def unclassed(counts: Counts, classes: dict[Any, float], std: float) -> bool:
+    """Whether the released ``classes`` (noise ``std``) leave out more of the rows with a class
+    than :data:`TARGET_NOISE` stds of the estimate's noise, or :data:`OTHER_SHARE` of them."""
+    weight = schema_counts.TARGET_WEIGHT
+    noise = math.sqrt(counts.rows_std(std * weight) ** 2 + (1 + len(classes)) * std**2)
+    return left_out(classes, counts.rows - counts.target_missing, TARGET_NOISE * noise)
+
+
+def left_out(found: dict[Any, float], present: float, floor: float) -> bool:
+    """Whether released levels (noisy counts ``found``) leave out of the ``present`` values
+    :data:`OTHER_SHARE` of them and at least ``floor`` (what the noise could explain)."""
+    rest = present - sum(found.values())
+    return rest >= max(OTHER_SHARE * present, floor)
+
+
+def levels_spec(
+    name: str,
+    found: dict[Any, float],
+    present: float,
+    absent: float,
+    noise: tuple[float, float],
+    config: SchemaConfig,
+) -> ColumnSpec | str:
+    """A categorical column's spec from its released levels (the ``max_levels`` most frequent
+    by noisy count, and :data:`OTHER` when they leave out enough of the ``present`` values:
+    more than :data:`OTHER_NOISE` stds of what they leave out, ``noise`` being the noise std
+    of ``present`` and of each level's count), or why it is dropped (no level released).
+
+    A column mostly missing (fewer ``present`` values than ``absent`` ones, an empty one
+    included) whose values are each too rare to be released is kept as whether it holds one:
+    :data:`OTHER` or missing (a "miscellaneous feature" few houses have says which houses have
+    one; dropped, it would be a column the output lacks)."""
+    frequent = sorted(found, key=lambda level: -found[level])[: config.max_levels]
+    if not frequent and present < absent:
+        return ColumnSpec(name, "categorical", levels=[OTHER], missing=True, other=OTHER)
+    if not frequent:  # an identifier, free text: each value too rare to be released
+        return NO_VALUE_RELEASED
+    kept = {level: found[level] for level in frequent}
+    present_noise, level_noise = noise
+    rest_noise = math.sqrt(present_noise**2 + len(kept) * level_noise**2)
+    beyond_noise = left_out(kept, present, OTHER_NOISE * rest_noise)
+    other = OTHER if beyond_noise and OTHER not in map(str, frequent) else None
+    # One level is kept too: a near-constant column (a pool area that is 0 in 99.5% of the
+    # rows) is written as its one value rather than left out of the output.
+    levels = [*sorted(frequent, key=str), *([other] if other else [])]
+    return ColumnSpec(
+        name,
+        "categorical",
+        levels=levels,
+        missing=True,
+        unlisted_as_missing=other is None,
+        other=other,
+    )
+
+
+def private_target(
+    frame: pd.DataFrame, dataset: DatasetConfig, counts: Counts, std: float
+) -> tuple[pd.DataFrame, list[Any], Any]:
+    """(rows, released classes, positive class): the classes are empty when the target was
+    collapsed to one-vs-rest around the positive class; the positive class is the released
+    spelling of ``dataset.positive_label`` (matched by :func:`class_key`), if given.
+
+    The classes are released like any categorical column's levels (with noisy counts, whose
+    noise is ``std``), and all of them are kept when they hold (nearly) every row with a class
+    (a multi-class target stays multi-class; evaluation scores the positive one against the
+    rest). A named positive label is public: it is a class whether released or not; when it
+    was not released, no other class was, or the released ones leave out more rows than the
+    noise explains (:func:`unclassed`), the rest become "not" it, so a table is never refused
+    for a class too rare to clear the noise and no class's rows are lost. Rows whose class was
+    not released (or is missing) are left out, by a rule applied to each row alone; refusing
+    instead would tell whether such a row exists.
+    """
+    released = counts.levels[dataset.target]
+    target, positive = dataset.target, dataset.positive_label
+    classes = sorted(released, key=str)
+    shown = ", ".join(repr(str(c)) for c in classes[:5]) or "none"
+    if positive is not None:
+        matches = [c for c in classes if class_key(c) == class_key(positive)]
+        if len(classes) < 2 or len(matches) != 1 or unclassed(counts, released, std):
+            frame = one_vs_rest(frame, target, positive)
+            return frame[frame[target].notna()].reset_index(drop=True), [], positive
+        positive = matches[0]
+    elif len(classes) > 2:
+        raise UserInputError(
+            f"target {target!r} has {len(classes)} released classes ({shown}); set "
+            "dataset.positive_label=CLASS to score CLASS against the rest"
+        )
+    if len(classes) < 2:
+        raise UserInputError(
+            f"target {target!r} has {len(classes)} released classes ({shown}): the column is "
+            "empty, or too few rows hold a class for it to survive the noise"
+        )
+    return released_classes_only(frame, target, classes), classes, positive
+
+
+def condition_column(counts: Counts, specs: dict[str, ColumnSpec]) -> tuple[str, list[Any], Any]:
+    """(column, classes, positive class) a table without a named target conditions on: of
+    the released categorical columns of 2 to :data:`CONDITION_CLASSES` released values that
+    hold :data:`CONDITION_COVER` of the rows (a row outside them, or missing, is left out, as
+    a target's is), the one whose released counts are most even (normalised entropy: every
+    class then has rows to learn from). Its positive class (what evaluation scores) is the
+    later of two, or the most frequent. Post-processing of release 1."""
+    best: tuple[float, str, list[Any]] | None = None
+    for name, spec in specs.items():
+        if spec.kind != "categorical":
+            continue
+        classes = [level for level in spec.levels if level != OTHER]
+        found = np.clip([counts.levels[name].get(level, 0.0) for level in classes], 0.0, None)
+        if (
+            not 2 <= len(classes) <= CONDITION_CLASSES
+            or found.sum() < CONDITION_COVER * counts.rows
+        ):
+            continue
+        shares = found / found.sum()
+        evenness = float(-(shares * np.log(np.where(shares > 0, shares, 1.0))).sum())
+        evenness /= math.log(len(classes))
+        if best is None or evenness > best[0]:
+            best = (evenness, name, sorted(classes, key=str))
+    if best is None:
+        raise UserInputError(
+            "no released categorical column of 2-12 values holds most rows to condition on: "
+            "name the column to condition on with dataset.target=COLUMN"
+        )
+    _, name, classes = best
+    frequent = max(classes, key=lambda level: counts.levels[name].get(level, 0.0))
+    return name, classes, classes[-1] if len(classes) == 2 else frequent
