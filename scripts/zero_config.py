@@ -42,14 +42,16 @@ from any_csv import timed_train  # scripts/, beside this file
 from download_data import DEV_TABLES
 from machine_info import code_commit, machine_line
 
-from rdpgan.cli import compose_run_config
+from rdpgan.cli import compose_run_config, read_run_config
 from rdpgan.config import DatasetConfig, SchemaConfig
 from rdpgan.data.datasets import read_cells
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.data.split import split
 from rdpgan.data.target import class_key
+from rdpgan.fidelity import per_column_tvd
 from rdpgan.io import atomic_write, read_json
 from rdpgan.privacy.private_schema import SchemaBudget, SchemaRelease, private_schema
+from rdpgan.runs import load_run_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMIT = code_commit()
@@ -129,10 +131,19 @@ def raw_tvd(
     return float(np.mean(list(column_tvds(real, synthetic, train, declared, target).values())))
 
 
-def worst_columns(tvds: dict[str, float], count: int = 3) -> str:
-    """The ``count`` columns of largest 1-way TVD, as ``name=tvd``."""
+def worst_columns(tvds: dict[str, float], count: int | None = 3) -> str:
+    """The ``count`` (None: all) columns of largest 1-way TVD, as ``name=tvd``."""
     worst = sorted(tvds.items(), key=lambda item: -item[1])[:count]
     return "; ".join(f"{name}={tvd:.4f}" for name, tvd in worst)
+
+
+def quantile_tvds(run: Path) -> dict[str, float]:
+    """Each column's 1-way TVD at 20 quantile bins of the rows the run trained on, as its own
+    evaluation scores them (``fidelity_quantile``), column by column."""
+    schema = Schema.from_specs(read_json(run / "model.json")["schema"])
+    real = load_run_tables(read_run_config(run), run, expected=schema)[0]
+    synthetic = schema.read_csv(run / "synthetic.csv")
+    return per_column_tvd(real, synthetic, schema, BINS, "quantile")
 
 
 def column_tvds(
@@ -206,6 +217,7 @@ def train_pair(
                 "real_mean_auroc": round(scores["real"]["mean"], 4),
                 "tvd_1way_cells": round(float(np.mean(list(tvds.values()))), 4),
                 "worst_columns": worst_columns(tvds),
+                "quantile_columns": worst_columns(quantile_tvds(where), None),
                 "tvd_1way_quantile": round(scores["fidelity_quantile"]["tvd_1way"], 4),
                 "target_classes": target_levels(released, dataset.target),
                 "dropped": "; ".join(released.get("dropped") or {}),
