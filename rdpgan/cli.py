@@ -73,10 +73,11 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
-def precheck_overrides(config_name: str, args: list[str]) -> None:
-    """Compose the config as Hydra will, failing in one line on any config error."""
+def precheck_overrides(config_name: str, args: list[str]) -> DictConfig | None:
+    """Compose the config as Hydra will, failing in one line on any config error; the config
+    (without Hydra's own settings), or None for Hydra's own modes."""
     if any(arg.startswith("-") for arg in args):
-        return  # --multirun, --help, --cfg ...: Hydra's own modes, left to Hydra
+        return None  # --multirun, --help, --cfg ...: Hydra's own modes, left to Hydra
     for arg in args:  # one at a time, so the message can name the override at fault
         refuse_unparsable(arg)
     overrides = [
@@ -87,12 +88,14 @@ def precheck_overrides(config_name: str, args: list[str]) -> None:
     register_configs()
     try:
         with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
-            OmegaConf.to_object(compose(config_name, overrides=overrides))
+            composed = compose(config_name, overrides=overrides)
+            OmegaConf.to_object(composed)
     except Exception as exc:  # Hydra and OmegaConf raise many types; all mean "bad config"
         # Hydra's line names the override; the reason (e.g. "Value 'abc' could not be
         # converted to Float") is OmegaConf's, in the exception it wraps.
         reason = f": {first_line(exc.__cause__)}" if exc.__cause__ is not None else ""
         fail(first_line(exc) + reason)
+    return composed
 
 
 def refuse_unparsable(arg: str) -> None:

@@ -282,8 +282,13 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 def main() -> None:
     sys.argv[1:] = quote_label(sys.argv[1:])
-    precheck_overrides("sample", sys.argv[1:])
-    _hydra_main()
+    cfg = precheck_overrides("sample", sys.argv[1:])
+    if cfg is None:  # Hydra's own modes (--help, --cfg)
+        _hydra_main()
+        return
+    # Run on the config just composed: sampling writes where ``out`` says and logs nothing,
+    # so Hydra's run (a second composition, its job set-up) would only cost start-up time.
+    guarded(lambda: run(to_typed(cfg, SampleCliConfig)))
 
 
 if __name__ == "__main__":
