@@ -101,6 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--table", choices=TABLES, default="adult")
     parser.add_argument("--epsilon", type=float, default=8.0)
+    parser.add_argument("--delta", type=float, default=1e-5, help="fertility needs 1e-6")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--rows", type=int, help="Adult only: a subsample of this many rows")
     parser.add_argument("--positives", type=int, help="... of which this many positive")
@@ -131,7 +132,8 @@ def main() -> None:
             ).any()
         ):
             continue
-        cfg, table, fit_rows, validation = validation_run(args.table, args.epsilon, seed, [])
+        overrides = [f"delta={args.delta}"]
+        cfg, table, fit_rows, validation = validation_run(args.table, args.epsilon, seed, overrides)
         if args.rows is not None:
             fit_rows = subsample(fit_rows, table, args.rows, args.positives)
         model = fitted(cfg, fit_rows, table, seed)
