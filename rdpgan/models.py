@@ -17,6 +17,7 @@ from itertools import pairwise
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from rdpgan.config import ModelConfig
 from rdpgan.errors import UserInputError
@@ -64,9 +65,10 @@ def resolve_device(device: str) -> torch.device:
 
 
 def _mlp(sizes: Sequence[int], make_block) -> nn.Sequential:
+    """Blocks ``make_block(fan_in, fan_out, depth)`` one after another, depth 0 first."""
     layers: list[nn.Module] = []
-    for fan_in, fan_out in pairwise(sizes):
-        layers.extend(make_block(fan_in, fan_out))
+    for depth, (fan_in, fan_out) in enumerate(pairwise(sizes)):
+        layers.extend(make_block(fan_in, fan_out, depth))
     return nn.Sequential(*layers)
 
 
@@ -95,7 +97,7 @@ class Generator(nn.Module):
         self.gumbel_tau = gumbel_tau
         self.straight_through = straight_through
         sizes = [latent_dim + n_classes, *hidden]
-        self.body = _mlp(sizes, lambda i, o: (nn.Linear(i, o), nn.LayerNorm(o), nn.ReLU()))
+        self.body = _mlp(sizes, lambda i, o, _: (nn.Linear(i, o), nn.LayerNorm(o), nn.ReLU()))
         self.head = nn.Linear(sizes[-1], width)
 
         # The code cells (logits of one-hot blocks) in buckets of blocks of similar width, as
@@ -144,15 +146,7 @@ class Generator(nn.Module):
         1s exact.
         """
         hard = self.straight_through if hard is None else hard
-        logits = self._logits(z, y)
-        if uniform is None:
-            uniform = torch.rand(self.gumbel_shape(len(logits)), device=logits.device)
-        elif uniform.shape != self.gumbel_shape(len(logits)):  # broadcasting would couple rows
-            raise ValueError(
-                f"uniform has shape {tuple(uniform.shape)}, not {self.gumbel_shape(len(logits))}"
-            )
-        # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
-        noisy = logits.index_select(1, self.cells) - (-uniform.log()).log()
+        noisy = self._noisy_cells(z, y, uniform)
         if hard and not torch.is_grad_enabled():  # no gradient to carry: the one-hots alone
             chosen = self._block_argmax(noisy / self.gumbel_tau)
             one_hot = torch.zeros_like(noisy).scatter_(1, chosen, 1.0)
@@ -163,6 +157,30 @@ class Generator(nn.Module):
             one_hot = torch.zeros_like(codes).scatter_(1, chosen, 1.0)
             codes = one_hot - codes.detach() + codes
         return codes.index_select(1, self.span_cells)
+
+    @torch.no_grad()
+    def one_hot_columns(
+        self, z: torch.Tensor, y: torch.Tensor, uniform: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """[batch, blocks]: the encoding's column of each block's 1 in the hard rows
+        :meth:`forward` draws from the same inputs (where the encoding is all one-hot blocks:
+        :class:`CodeLinear` takes rows so)."""
+        chosen = self._block_argmax(self._noisy_cells(z, y, uniform) / self.gumbel_tau)
+        return self.cells[chosen]
+
+    def _noisy_cells(
+        self, z: torch.Tensor, y: torch.Tensor, uniform: torch.Tensor | None
+    ) -> torch.Tensor:
+        """The code cells' logits plus Gumbel noise made from ``uniform``."""
+        logits = self._logits(z, y)
+        if uniform is None:
+            uniform = torch.rand(self.gumbel_shape(len(logits)), device=logits.device)
+        elif uniform.shape != self.gumbel_shape(len(logits)):  # broadcasting would couple rows
+            raise ValueError(
+                f"uniform has shape {tuple(uniform.shape)}, not {self.gumbel_shape(len(logits))}"
+            )
+        # Gumbel(0, 1) = -log(-log U): uniform draws are several times cheaper than exponential.
+        return logits.index_select(1, self.cells) - (-uniform.log()).log()
 
     def _softmax(
         self, cells: torch.Tensor, argmax: bool = False
@@ -221,11 +239,74 @@ class Generator(nn.Module):
         return probs.index_select(1, self.span_cells)
 
 
+class CodeLinear(nn.Linear):
+    """A linear layer that also takes its one-hot input as the columns of its 1s.
+
+    An encoded row is one 1 per one-hot block (Adult: 14 of 413 columns), so its product with
+    the weight is a sum of 14 of the weight's columns: a gather instead of a dense product, and
+    the weight's gradient a scatter of the output gradients. Integer input [..., k] holds each
+    row's k columns (a column may repeat: it then counts twice, as a 2 would); float input is
+    the dense row, as for :class:`torch.nn.Linear`. Either way the result, the gradients and
+    the per-sample gradient norms (:func:`code_linear_norms`) are those of the dense layer.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.is_floating_point():
+            return super().forward(x)
+        rows = _SumOfColumns.apply(x.reshape(-1, x.shape[-1]), self.weight)
+        out = rows.view(*x.shape[:-1], self.out_features)
+        return out if self.bias is None else out + self.bias
+
+
+class _SumOfColumns(torch.autograd.Function):
+    """[rows, out]: for each row of ``columns`` [rows, k], the sum of those k columns of
+    ``weight`` [out, in]; its gradient a sparse product (torch's own embedding backward is
+    slower than the dense product it replaces)."""
+
+    @staticmethod
+    def forward(ctx, columns: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(columns)
+        ctx.in_features = weight.shape[1]
+        return F.embedding_bag(columns, weight.t().contiguous(), mode="sum")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[None, torch.Tensor]:
+        (columns,) = ctx.saved_tensors
+        rows, k = columns.shape
+        row_of_each = torch.arange(rows, device=columns.device).repeat_interleave(k)
+        ones = torch.ones(rows * k, dtype=grad.dtype, device=grad.device)
+        # [in, rows]: how often each column occurs in each row (a repeat is summed). The
+        # columns are in range: the forward's embedding_bag checked them.
+        counts = torch.sparse_coo_tensor(
+            torch.stack([columns.reshape(-1), row_of_each]),
+            ones,
+            (ctx.in_features, rows),
+            check_invariants=False,
+        )
+        return None, torch.sparse.mm(counts, grad).t().contiguous()
+
+
+def one_hot_columns(x: torch.Tensor, n_blocks: int) -> torch.Tensor | None:
+    """[rows, n_blocks]: the columns of each row's 1s, where every row of ``x`` [rows, width]
+    is 0s and exactly ``n_blocks`` 1s (the encoding of a table of codes); else None."""
+    if x.ndim != 2 or not bool(((x == 0) | (x == 1)).all()):
+        return None
+    if not bool((x.sum(1) == n_blocks).all()):
+        return None
+    return x.nonzero()[:, 1].view(len(x), n_blocks)
+
+
+def _critic_block(fan_in: int, fan_out: int, depth: int) -> tuple[nn.Module, nn.Module]:
+    linear = CodeLinear if depth == 0 else nn.Linear  # the rows enter at depth 0, one-hot
+    return linear(fan_in, fan_out), nn.LeakyReLU(0.2)
+
+
 class Discriminator(nn.Module):
     """Scores (row, label) pairs; works on any leading shape, e.g. [batch, 2, features].
 
     Taking a [B, 2, F] tensor lets the trainer hand D one *pair* (real row, fake row) per
-    sample, so a per-sample gradient is that of the pair's joint loss (see synthesizer).
+    sample, so a per-sample gradient is that of the pair's joint loss (see synthesizer). Rows
+    may come as the columns of their 1s instead ([B, 2, k] integers, :class:`CodeLinear`).
 
     With ``auxiliary_classifier`` D is an AC-GAN critic: its body sees the row alone, the label
     enters by projection (Miyato & Koyama 2018: realness = head(h) + embed(y)·h), and a second
@@ -237,8 +318,9 @@ class Discriminator(nn.Module):
         self, width: int, n_classes: int, hidden: Sequence[int], auxiliary_classifier: bool = False
     ):
         super().__init__()
+        self.width = width
         sizes = [width if auxiliary_classifier else width + n_classes, *hidden]
-        self.body = _mlp(sizes, lambda i, o: (nn.Linear(i, o), nn.LeakyReLU(0.2)))
+        self.body = _mlp(sizes, _critic_block)
         self.head = nn.Linear(sizes[-1], 1)
         self.embed = nn.Linear(n_classes, sizes[-1], bias=False) if auxiliary_classifier else None
         self.classifier = nn.Linear(sizes[-1], n_classes) if auxiliary_classifier else None
@@ -256,7 +338,9 @@ class Discriminator(nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Realness logits, and class logits (or None without the auxiliary classifier)."""
         if self.embed is None or self.classifier is None:
-            return self.head(self.body(torch.cat([x, y], dim=-1))).squeeze(-1), None
+            # The label's 1 as one more column, after the row's.
+            label = y.argmax(-1, keepdim=True) + self.width if not x.is_floating_point() else y
+            return self.head(self.body(torch.cat([x, label], dim=-1))).squeeze(-1), None
         h = self.body(x)
         realness = self.head(h).squeeze(-1) + (self.embed(y) * h).sum(-1)
         return realness, self.classifier(h)

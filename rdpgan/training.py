@@ -40,7 +40,7 @@ from rdpgan.checkpoint import Checkpointer
 from rdpgan.config import ModelConfig, TrainConfig
 from rdpgan.frozen import width_buckets
 from rdpgan.marginals import Marginals
-from rdpgan.models import Generator, native_bf16
+from rdpgan.models import Generator, native_bf16, one_hot_columns
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.randomness import SecretRandomness
@@ -149,6 +149,11 @@ class CGANTrainer:
         self.critic = critic
         self.generator_optimizer = generator_optimizer
         self.features = features
+        # The rows as the columns of their 1s where the encoding is all one-hot blocks and G's
+        # fakes in D's step are hard one-hots too: D's first layer then gathers (CodeLinear).
+        all_codes = generator.straight_through and len(generator.cells) == features.shape[1]
+        blocks = len(generator.block_offsets)
+        self.feature_columns = one_hot_columns(features, blocks) if all_codes else None
         self.one_hot = F.one_hot(labels, label_probs.numel()).float()
         self.label_probs = label_probs
         self.secret = secret
@@ -211,7 +216,8 @@ class CGANTrainer:
         index = torch.as_tensor(rows, device=self.features.device)
         fake_x, fake_y = self.secret_fakes(len(index))
         self._decide_update(go=True)  # G's weights are read: its update may go ahead
-        pair_x = torch.stack([self.features[index], fake_x], dim=1)
+        real_x = self.features if self.feature_columns is None else self.feature_columns
+        pair_x = torch.stack([real_x[index], fake_x], dim=1)
         pair_y = torch.stack([self.one_hot[index], fake_y], dim=1)
         self.critic.zero_grad()
         logits, class_logits = self.critic.module(pair_x, pair_y)
@@ -227,12 +233,15 @@ class CGANTrainer:
     @torch.no_grad()
     def secret_fakes(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` i.i.d. generated rows and their one-hot labels, every draw from the secret
-        source. G treats each row on its own, so fake i depends only on draw i."""
+        source. G treats each row on its own, so fake i depends only on draw i. The rows come
+        as the real ones are held: dense, or the columns of their 1s."""
         device = self.features.device
         codes = torch.as_tensor(self.secret.categorical(self._label_probs_np, n), device=device)
         y = F.one_hot(codes, self.label_probs.numel()).float()
         z = self.secret.standard_normal((n, self.generator.latent_dim), device)
         uniform = self.secret.open_uniform(self.generator.gumbel_shape(n), device)
+        if self.feature_columns is not None:
+            return self.generator.one_hot_columns(z, y, uniform), y
         return self.generator(z, y, uniform=uniform), y
 
     @property

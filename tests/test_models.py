@@ -8,7 +8,7 @@ import torch
 from opacus.validators import ModuleValidator
 
 from rdpgan.frozen import NORMAL_LEVELS, FrozenGenerator, normal_grid, width_buckets
-from rdpgan.models import Discriminator, Generator
+from rdpgan.models import CodeLinear, Discriminator, Generator, one_hot_columns
 from rdpgan.transform import Span
 
 SPANS = (Span(0, 2), Span(2, 5), Span(5, 7))
@@ -256,6 +256,49 @@ def test_hard_rows_without_a_graph_are_the_straight_through_rows_exactly_one_hot
         block = fast[:, span.start : span.end]
         assert torch.equal(block.sum(1), torch.ones(300))
         assert torch.equal(block.argmax(1), with_graph[:, span.start : span.end].argmax(1))
+
+
+@pytest.mark.parametrize("spans", [SPANS, WIDE_SPANS])
+def test_the_columns_of_hard_rows_are_where_their_ones_are(spans):
+    """D's step takes G's fakes as the columns of their 1s: exactly the hard rows' 1s."""
+    torch.manual_seed(0)
+    width = spans[-1].end
+    generator = Generator(8, 2, [16], spans, width=width, straight_through=True)
+    z = torch.randn(300, 8)
+    y = torch.nn.functional.one_hot(torch.randint(0, 2, (300,)), 2).float()
+    uniform = torch.rand(generator.gumbel_shape(300)).clamp_min(2**-24)
+    with torch.no_grad():
+        rows = generator(z, y, uniform=uniform)
+    columns = generator.one_hot_columns(z, y, uniform)
+    assert columns.shape == (300, len(spans))
+    assert torch.equal(torch.zeros_like(rows).scatter_(1, columns, 1.0), rows)
+    assert torch.equal(one_hot_columns(rows, len(spans)).sort(1).values, columns.sort(1).values)
+
+
+def test_one_hot_columns_are_given_only_for_rows_of_one_hot_blocks():
+    rows = torch.tensor([[0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 1.0]])
+    assert one_hot_columns(rows, 2).tolist() == [[1, 2], [0, 3]]
+    assert one_hot_columns(rows, 3) is None  # not that many 1s
+    assert one_hot_columns(rows * 0.5, 1) is None  # not 0s and 1s
+    assert one_hot_columns(torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]), 2) is None
+
+
+def test_a_code_linear_layer_takes_the_columns_of_ones_as_the_dense_rows():
+    """Forward and both gradients, a repeated column counting twice (as a 2 would)."""
+    torch.manual_seed(0)
+    layer = CodeLinear(7, 5)
+    columns = torch.tensor([[[0, 3], [1, 3]], [[6, 6], [2, 4]]])  # [samples, rows, k]
+    dense = torch.zeros(2, 2, 7).scatter_add_(-1, columns, torch.ones(2, 2, 2))
+    weights = torch.randn(2, 2, 5)
+    out = layer(columns)
+    (out * weights).sum().backward()
+    grads = [p.grad.clone() for p in layer.parameters()]
+    layer.zero_grad()
+    expected = layer(dense)
+    (expected * weights).sum().backward()
+    torch.testing.assert_close(out, expected)
+    for ours, theirs in zip(grads, (p.grad for p in layer.parameters()), strict=True):
+        torch.testing.assert_close(ours, theirs)
 
 
 def test_the_samplers_latent_draws_are_standard_normal():

@@ -122,6 +122,21 @@ def small_trainer(
     return trainer, generator
 
 
+def test_the_discriminator_step_on_the_columns_of_ones_is_the_dense_step():
+    """A one-hot table's rows (and G's fakes) go to D as the columns of their 1s: the same
+    batch, fakes and update as the dense rows, with the same secret draws (noise included)."""
+    updated = []
+    for as_columns in (True, False):
+        trainer, _ = small_trainer(bf16=False)
+        assert trainer.feature_columns is not None  # the toy table is all one-hot blocks
+        if not as_columns:
+            trainer.feature_columns = None
+        trainer.discriminator_step()
+        updated.append([p.detach().clone() for p in trainer.critic.module.parameters()])
+    for ours, dense in zip(*updated, strict=True):
+        torch.testing.assert_close(ours, dense, rtol=1e-5, atol=1e-6)
+
+
 def test_the_marginal_loss_is_the_mean_kl_of_each_column_per_class_plus_the_pairs():
     """G's marginal loss, against a direct per-class, per-column computation: the mean over
     classes and columns of KL(released || G's column given the class), plus the mean over

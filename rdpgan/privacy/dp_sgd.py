@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
+from opacus.grad_sample.linear import compute_linear_norm_sample
+from opacus.grad_sample.utils import register_norm_sampler
 from opacus.optimizers import (
     DistributedDPOptimizerFastGradientClipping,
     DPOptimizerFastGradientClipping,
@@ -33,6 +35,7 @@ from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processe
 from torch import nn
 
 from rdpgan import distributed
+from rdpgan.models import CodeLinear
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.randomness import SecretRandomness
 
@@ -50,6 +53,33 @@ def _frozen_parameters(module: nn.Module) -> Iterator[None]:
     finally:
         for p in params:
             p.requires_grad_(True)
+
+
+@register_norm_sampler(CodeLinear)
+def code_linear_norms(
+    layer: CodeLinear, activations: list[torch.Tensor], backprops: torch.Tensor
+) -> dict[nn.Parameter, torch.Tensor]:
+    """Each sample's gradient norm for the weight and bias of a :class:`CodeLinear`.
+
+    Dense input goes to Opacus's own ghost norm for ``nn.Linear``. For rows given as the
+    columns of their 1s, sample n's weight gradient is sum_t g_t a_t^T over its rows t (a pair:
+    t = real, fake), so its squared norm is sum_{t,u} (g_t . g_u)(a_t . a_u), where a_t . a_u
+    counts the (column of t, column of u) pairs that are equal: the dense formula, exactly.
+    """
+    codes = activations[0]
+    if codes.is_floating_point():
+        return compute_linear_norm_sample(layer, activations, backprops)
+    if backprops.dim() == 2:  # one row per sample
+        codes, backprops = codes.unsqueeze(1), backprops.unsqueeze(1)
+    codes, backprops = codes.flatten(1, -2), backprops.flatten(1, -2)  # [n, rows, k], [n, rows, o]
+    ggt = torch.einsum("nto,nuo->ntu", backprops, backprops)
+    shared = (codes[:, :, None, :, None] == codes[:, None, :, None, :]).sum((-1, -2))
+    norms = {}
+    if layer.weight.requires_grad:
+        norms[layer.weight] = (ggt * shared.to(ggt.dtype)).sum((1, 2)).clamp(min=0).sqrt()
+    if layer.bias is not None and layer.bias.requires_grad:
+        norms[layer.bias] = ggt.sum((1, 2)).clamp(min=0).sqrt()
+    return norms
 
 
 class _SecretNoiseExpectedMean(DPOptimizerFastGradientClipping):

@@ -58,6 +58,18 @@ def pair_batch(seed: int, size: int = 5):
     return x, y
 
 
+def one_hot_pair_batch(seed: int, size: int, blocks: int = 2):
+    """Pairs of one-hot rows (``blocks`` blocks of WIDTH // blocks codes each), dense and as
+    the columns of their 1s; with few codes, real and fake rows often share a column."""
+    gen = torch.Generator().manual_seed(seed)
+    block = WIDTH // blocks
+    columns = torch.randint(0, block, (size, 2, blocks), generator=gen)
+    columns = columns + block * torch.arange(blocks)
+    x = torch.zeros(size, 2, WIDTH).scatter_(-1, columns, 1.0)
+    y = F.one_hot(torch.randint(0, CLASSES, (size, 2), generator=gen), CLASSES).float()
+    return x, columns, y
+
+
 def pair_losses(module, x, y) -> torch.Tensor:
     logits, _ = module(x, y)
     targets = torch.zeros_like(logits)
@@ -102,6 +114,20 @@ def test_pair_gradient_is_clipped_as_one_unit_and_fake_half_is_kept():
     assert ledger.charges == 1  # one step for the real and fake loss together
 
 
+def test_rows_as_columns_of_their_ones_are_clipped_as_the_dense_rows():
+    """The plain critic, its label entering the first layer as one more column: a pair's
+    clipped gradient is that of its dense rows, whether or not real and fake share columns."""
+    clip = 0.05
+    critic, discriminator, ledger, before = make_critic(seed=0, sigma=0.0, clip=clip)
+    x, columns, y = one_hot_pair_batch(3, size=8, blocks=3)
+    assert (columns[:, 0] == columns[:, 1]).any(-1).any()  # the cross terms are exercised
+    d_step(critic, columns, y)
+    applied = flat_params(before) - flat_params(discriminator)
+    expected = reference_update(before, x, y, clip, expected=4)
+    torch.testing.assert_close(applied, expected, rtol=1e-4, atol=1e-6)
+    assert ledger.charges == 1
+
+
 def ac_pair_losses(module, x, y) -> torch.Tensor:
     """The trainer's per-pair loss for the AC-GAN critic: realness of both rows, plus the
     label loss of the real one."""
@@ -113,11 +139,13 @@ def ac_pair_losses(module, x, y) -> torch.Tensor:
     return realness + labels
 
 
+@pytest.mark.parametrize("as_columns", [False, True])  # rows dense, or the columns of their 1s
 @pytest.mark.parametrize("clip", [0.05, 1.0])  # every pair clipped; some pairs not
-def test_every_layer_of_the_ac_critic_is_clipped_per_pair(clip):
+def test_every_layer_of_the_ac_critic_is_clipped_per_pair(clip, as_columns):
     """The critic the trainer uses (two hidden layers, the label's projection and the class
     head): the update is the sum over pairs of each pair's clipped gradient of its whole loss,
-    over every parameter, however the norms are computed."""
+    over every parameter, however the norms are computed. Rows given as the columns of their
+    1s (as the trainer gives one-hot tables) are clipped as their dense rows would be."""
 
     def fresh() -> Discriminator:
         return Discriminator(WIDTH, CLASSES, hidden=[8, 8], auxiliary_classifier=True)
@@ -135,11 +163,13 @@ def test_every_layer_of_the_ac_critic_is_clipped_per_pair(clip):
     )
     clipped = 0
     for seed in (1, 2):  # twice: no norm of one step is reused by the next
-        x, y = pair_batch(seed, size=6)
+        x, columns, y = one_hot_pair_batch(seed, size=6)
+        if not as_columns:
+            x = x + 0.3 * torch.randn(x.shape, generator=torch.Generator().manual_seed(seed))
         start = fresh()  # a copy without Opacus's hooks
         start.load_state_dict(discriminator.state_dict())
         critic.zero_grad()
-        critic.step(ac_pair_losses(critic.module, x, y))
+        critic.step(ac_pair_losses(critic.module, columns if as_columns else x, y))
         expected = torch.zeros_like(flat_params(start))
         for i in range(len(x)):
             model = copy.deepcopy(start)
