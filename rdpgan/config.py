@@ -233,6 +233,9 @@ class TrainConfig:
     discriminator_lr: float = 5e-4
     betas: list[float] = field(default_factory=lambda: [0.5, 0.9])
     n_critic: int = 1
+    # Most fake rows in a generator step (null: D's expected batch; never below 64). G's step
+    # runs beside D's on a second core and, at D's 500, is the longer of the two.
+    generator_batch: int | None = None
     # The generator's step (G on fakes, through the frozen D: no real row, no secret draw) in
     # bfloat16 where the hardware multiplies it natively (AVX-512 BF16 here: G's products run
     # ~2.7x faster, results/speed.md); D's private step stays float32.
@@ -267,6 +270,7 @@ RECORDED_BEFORE: dict[str, Any] = {
     "bf16_generator_step": False,
     "generator_ema": 0.0,
     "simultaneous_steps": False,
+    "generator_batch": None,
 }
 
 

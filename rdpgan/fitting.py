@@ -433,6 +433,7 @@ def _train(
         cfg.bf16_generator_step,
         cfg.generator_ema,
         snapshot,
+        cfg.generator_batch,
     )
     if resume_from is not None and trainer.generator_average is not None:
         with checkpoint.must_fit():

@@ -247,7 +247,7 @@ class FrozenGenerator:
         head_weight, head_bias = _floats(state["head.weight"]), _floats(state["head.bias"])
         _check_shapes(layers, head_weight, head_bias, layout.width)
         # The trained G's products ([in, out] each, the head padded as sampling emits it):
-        # what sampling's products cost before folding (scripts/bench_sampling.py).
+        # what sampling's products cost before folding (scripts/bench/bench_sampling.py).
         rows = layout.sampling_rows
         self.product_shapes = [weight.shape for weight, *_ in layers]
         self.product_shapes.append((head_weight.shape[1], len(rows)))

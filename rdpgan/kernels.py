@@ -8,7 +8,7 @@ cumulative sums. In an ad hoc profile (not committed) of one pass of 4,096 rows 
 generator on the AVX2-capped EPYC, they took about 5 ms of 20, and take about 1 ms here;
 raking a pool of 524,288 rows took 0.24 s of numpy passes (bincount, gather, multiply), and
 takes 0.11 s here (:func:`rescale_and_count`). What counts is the whole command:
-scripts/bench_sampling.py, results/speed.md.
+scripts/bench/bench_sampling.py, results/speed.md.
 
 The loops are written so that LLVM vectorises them: each inner loop runs over a contiguous
 slice with its own loop index, and exp is a polynomial (numba has no vector exp of its own).

@@ -109,8 +109,8 @@ HERDING_MIN = 256
 # With model.tilt_sampling null, sampling is tilted where the noise std on one released count
 # of the marginals is at most TILT_NOISE_LIMIT of the released row count (the public quantity
 # raking's rule reads). Derived from Adult's validation rounds alone by
-# scripts/derive_tilt_limit.py (results/tilt_limit.md): the tilt lowered mean TVD up to a share
-# of 3.6e-3 (ε=1) and not from 5.1e-3 (2,000 rows at ε=8); the limit is their geometric mean.
+# scripts/tuning/derive_tilt_limit.py (results/tilt_limit.md): the tilt lowered mean TVD up to a
+# share of 3.6e-3 (ε=1) and not from 5.1e-3 (2,000 rows at ε=8); the limit is their geometric mean.
 TILT_NOISE_LIMIT = 4.3e-3
 # Latent draws per class that sampling's tilt is fitted on (rdpgan.postprocess.class_tilts):
 # its residual error on a column's expected distribution is of order 1/sqrt(rows) of a

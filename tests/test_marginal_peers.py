@@ -1,7 +1,7 @@
-"""The benchmark's marginal-based peers (scripts/marginal_peers.py): public discretisation in and
-out, the (ε, δ) → zCDP conversion, and AIM / MST reproducing a small table's marginals at a large
-ε. The peers need the optional ``bench`` extra (mbi); without it their tests are skipped, and the
-benchmark must refuse the method in one line."""
+"""The benchmark's marginal-based peers (scripts/bench/marginal_peers.py): public discretisation in
+and out, the (ε, δ) → zCDP conversion, and AIM / MST reproducing a small table's marginals at a
+large ε. The peers need the optional ``bench`` extra (mbi); without it their tests are skipped, and
+the benchmark must refuse the method in one line."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tests.conftest import optional_module
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-import marginal_peers as peers  # noqa: E402
+from bench import marginal_peers as peers  # noqa: E402
 
 SCHEMA = Schema(
     [
@@ -181,7 +181,7 @@ def test_benchmark_refuses_a_peer_without_mbi_in_one_line(tmp_path):
     result = subprocess.run(
         [
             sys.executable,
-            str(REPO / "scripts" / "benchmark.py"),
+            str(REPO / "scripts" / "bench" / "benchmark.py"),
             "table=cervical",
             "method=aim",
             "epsilon=8",

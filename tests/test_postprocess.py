@@ -372,10 +372,10 @@ def test_a_release_drowned_in_its_noise_leaves_the_generator_untilted():
 
 
 def test_the_tilts_noise_limit_is_derived_from_adults_validation_rounds_alone():
-    """TILT_NOISE_LIMIT is what scripts/derive_tilt_limit.py's rule gives on the committed
+    """TILT_NOISE_LIMIT is what scripts/tuning/derive_tilt_limit.py's rule gives on the committed
     Adult-only figures (no cervical, credit-card or test-split number is read)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-    import derive_tilt_limit
+    from tuning import derive_tilt_limit
 
     cells = derive_tilt_limit.load()
     assert derive_tilt_limit.derived_limit(cells) == sampler.TILT_NOISE_LIMIT

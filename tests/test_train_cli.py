@@ -161,7 +161,7 @@ def test_missing_data_file_names_the_root_and_the_download_script(tmp_path):
     assert result.returncode == 2
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1
-    assert str(empty) in message and "scripts/download_data.py" in message
+    assert str(empty) in message and "scripts/data/download_data.py" in message
     assert not (tmp_path / "run").exists()
 
 

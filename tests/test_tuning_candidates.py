@@ -1,4 +1,4 @@
-"""Experimental releases that tuning candidates patch in (scripts/tune_fidelity.py) spend no
+"""Experimental releases that tuning candidates patch in (scripts/tuning/tune_fidelity.py) spend no
 more than the ledger records."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-from tune_fidelity import PooledShare  # noqa: E402
+from tuning.tune_fidelity import PooledShare  # noqa: E402
 
 from rdpgan.privacy.ledger import PrivacyLedger  # noqa: E402
 

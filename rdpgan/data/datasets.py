@@ -18,7 +18,7 @@ from rdpgan.config import DatasetConfig
 from rdpgan.errors import UserInputError
 
 DATA_ENV = "RDPGAN_DATA_DIR"
-DOWNLOAD_HINT = "python scripts/download_data.py"
+DOWNLOAD_HINT = "python scripts/data/download_data.py"
 
 
 def data_root(configured: str | None = None) -> Path:

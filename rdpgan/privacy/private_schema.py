@@ -237,7 +237,7 @@ def private_schema(
     sigma, tail = schema_noise(budget, config, len(features), selected, targeted)
     sensitivity = counts_sensitivity(len(features), targeted)
     std = sigma * sensitivity
-    # Release 1's weights, read off their module now (scripts/tune_schema.py may set them).
+    # Release 1's weights, read off their module now (scripts/tuning/tune_schema.py may set them).
     value_weight, target_weight = schema_counts.VALUE_WEIGHT, schema_counts.TARGET_WEIGHT
     unweighed = schema_counts.UNWEIGHED_HISTOGRAMS
     # In rows of a feature's values (a count is weighed by VALUE_WEIGHT before its noise).
