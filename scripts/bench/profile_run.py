@@ -1,0 +1,171 @@
+"""Where a default run's wall time goes: start-up, releases, the DP-SGD loop, and what follows.
+
+    python scripts/bench/profile_run.py [--runs 3] [OVERRIDE ...]   (default: the README's run)
+
+Each run is a fresh ``python -m rdpgan.train`` process (progress bar off, a temporary run
+directory) in which this script wraps the job's stages with a clock; nothing else changes. The
+stages follow the job's order, each from the end of the one before:
+
+- start-up: the interpreter, imports and Hydra, up to the first line of the job;
+- releases: the settings' checks, reading and splitting the table, the schema, the label counts,
+  the numeric densities and the marginals;
+- training: the DP-SGD loop (discriminator and generator steps, checkpoints);
+- adaptive: the pairs measured where G is furthest from the rows (it samples rows of G);
+- choice: raking or not, each tried on the self-check's rows (:meth:`Sampler.chosen_pool`);
+- sampling: the output rows;
+- writing: decoding, the self-check, and the files.
+
+The issue's budget for a default Adult run is 45 s on an AVX2-only EPYC, 10 s of it outside the
+loop; the stage times are also the place to look when a run is slow on another machine. Writes
+its part of ``results/speed.md`` for this kind of CPU (with the emulation caps it ran under).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import runpy
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: its folders
+from bench.bench_speed import COMMIT, machine, write_speed_md
+from bench.machine_info import cpu_features
+
+STAGES = ("start-up", "releases", "training", "adaptive", "choice", "sampling", "writing")
+# Where each stage after start-up ends: (module, object, function) whose return ends it.
+ENDS = {
+    "releases": ("rdpgan.fitting", None, "_release_marginals"),
+    "training": ("rdpgan.fitting", None, "run_steps"),
+    "adaptive": ("rdpgan.adaptive", None, "measure_where_wrong"),
+    "choice": ("rdpgan.sampler", "Sampler", "chosen_pool"),
+}
+DEFAULT = ["dataset=adult", "epsilon=8"]
+
+
+def child(overrides: list[str], out: Path, started: float) -> None:
+    """Run the job in this process with the stage clocks on; write the marks to ``out``.
+
+    The job module runs afresh (as ``python -m`` runs it), so the clocks go on what it imports:
+    each stage ends when its function returns (the first time), the start-up when the job's
+    first call (the thread policy) begins, the sampling when the output's rows are drawn."""
+    import importlib
+
+    marks: dict[str, float] = {}
+
+    def ending(name: str, function):
+        def wrapped(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            finally:
+                marks.setdefault(name, time.time())
+
+        return wrapped
+
+    for name, (module_name, owner, function) in ENDS.items():
+        module = importlib.import_module(module_name)
+        holder = getattr(module, owner) if owner else module
+        setattr(holder, function, ending(name, getattr(holder, function)))
+    threads = importlib.import_module("rdpgan.threads")
+    policy = threads.apply_thread_policy
+
+    def job_starts(*args, **kwargs):
+        marks.setdefault("start-up", time.time())
+        return policy(*args, **kwargs)
+
+    threads.apply_thread_policy = job_starts
+    sampler = importlib.import_module("rdpgan.sampler").Sampler
+    parts = sampler.parts
+
+    def output_rows(self, *args, **kwargs):
+        result = parts(self, *args, **kwargs)
+        if "choice" in marks:  # (the choice's own trials return before it does)
+            marks.setdefault("sampling", time.time())
+        return result
+
+    sampler.parts = output_rows
+    # A finished run ends the process at once, its exit handlers run (rdpgan.cli.exit_finished).
+    atexit.register(lambda: out.write_text(json.dumps({"started": started, **marks})))
+    sys.argv = ["rdpgan.train", *overrides]
+    runpy.run_module("rdpgan.train", run_name="__main__", alter_sys=True)
+
+
+def one_run(overrides: list[str]) -> dict[str, float]:
+    """Seconds per stage of one fresh run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        marks_file = Path(tmp) / "marks.json"
+        args = [*overrides, "train.progress=false", f"hydra.run.dir={Path(tmp) / 'run'}"]
+        started = time.time()
+        code = (
+            "import sys, time; sys.path.insert(0, sys.argv[1]); "
+            "from bench.profile_run import child; "
+            "child(sys.argv[4:], __import__('pathlib').Path(sys.argv[2]), float(sys.argv[3]))"
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                code,
+                str(Path(__file__).resolve().parents[1]),
+                str(marks_file),
+                repr(started),
+                *args,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
+        ended = time.time()
+        marks = json.loads(marks_file.read_text())
+    marks["writing"] = ended  # decoding, the self-check, the files and the exit
+    seconds, previous = {}, marks["started"]
+    for stage in STAGES:
+        mark = marks.get(stage, previous)  # a stage the run skipped takes no time
+        seconds[stage] = max(mark - previous, 0.0)
+        previous = max(mark, previous)
+    seconds["total"] = ended - marks["started"]
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("overrides", nargs="*", default=DEFAULT)
+    args = parser.parse_args()
+    runs = [one_run(args.overrides) for _ in range(args.runs)]
+    median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    outside = median["total"] - median["training"]
+    command = " ".join(["python -m rdpgan.train", *args.overrides])
+    lines = [
+        f"## Where a default run's time goes, on {cpu_features()}",
+        "",
+        f"Made by `python scripts/bench/profile_run.py --runs {args.runs} "
+        f"{' '.join(args.overrides)}` at commit {COMMIT} on "
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0.",
+        f"Machine: {machine()}",
+        "",
+        f"`{command}`, a fresh process each run (progress bar off); median seconds over "
+        f"{args.runs} runs.",
+        "",
+        "| stage | seconds | runs |",
+        "| --- | ---: | --- |",
+        *(
+            f"| {stage} | {median[stage]:.2f} | {', '.join(f'{run[stage]:.2f}' for run in runs)} |"
+            for stage in (*STAGES, "total")
+        ),
+        "",
+        f"Outside the DP-SGD loop: {outside:.1f} s of {median['total']:.1f} s (the issue's budget "
+        "on an AVX2-only EPYC: 10 s of 45 s; divide both by this machine's ratio above).",
+    ]
+    write_speed_md("\n".join(lines), "profile_run.py")
+
+
+if __name__ == "__main__":
+    main()
