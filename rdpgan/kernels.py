@@ -225,6 +225,37 @@ def lexicographic_order(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return order
 
 
+@numba.njit(nogil=True, cache=True)
+def herd_picks(
+    score: np.ndarray,
+    gain: np.ndarray,
+    flat: np.ndarray,
+    members: np.ndarray,
+    bounds: np.ndarray,
+    n: int,
+) -> np.ndarray:
+    """Kernel herding's ``n`` picks (:func:`rdpgan.postprocess.herd`, whose loop this is):
+    each pick the row of largest ``score`` (the first such), then one off the score of every
+    row sharing a cell with it, the picked row out, and ``gain`` added to every row. ``flat``
+    holds each row's cell in each table ([tables · rows], table by table), ``members`` the rows
+    of each cell, cell by cell, from ``bounds[cell]`` to ``bounds[cell + 1]``. ``score`` is
+    updated in place."""
+    rows = score.shape[0]
+    tables = flat.shape[0] // rows
+    chosen = np.empty(n, np.int64)
+    for m in range(n):
+        row = np.argmax(score)
+        chosen[m] = row
+        for table in range(tables):
+            cell = flat[table * rows + row]
+            for k in range(bounds[cell], bounds[cell + 1]):
+                score[members[k]] -= 1.0
+        score[row] = -np.inf
+        for i in range(rows):
+            score[i] += gain[i]
+    return chosen
+
+
 def compile_for_sampling() -> None:
     """Compiles every kernel for the array types sampling passes it (raking's cells in each
     integer width :func:`rdpgan.postprocess.cell_type` picks), into numba's cache beside this
@@ -245,3 +276,4 @@ def compile_for_sampling() -> None:
         cells = np.zeros((1, 1), kind)
         rescale_and_count(np.ones(1), cells[0], np.ones(1), cells[0], np.zeros(1))
         lexicographic_order(cells, ones)
+    herd_picks(np.zeros(1), np.zeros(1), ones - 1, ones - 1, np.array([0, 1]), 1)

@@ -253,7 +253,7 @@ class CodeLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.is_floating_point():
             return super().forward(x)
-        rows = _SumOfColumns.apply(x.reshape(-1, x.shape[-1]), self.weight)
+        rows = _SumOfColumns.apply(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), self.weight)
         out = rows.view(*x.shape[:-1], self.out_features)
         return out if self.bias is None else out + self.bias
 

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rdpgan import kernels
 from rdpgan.data.discretize import cell_index
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals, shrink_toward
@@ -263,14 +264,7 @@ def herd(
     score = gain + residual[flat].reshape(tables, rows).sum(axis=0)
     members = np.argsort(flat, kind="stable") % rows  # the rows of each cell, cell by cell
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    chosen = np.empty(n, dtype=np.int64)
-    for m in range(n):
-        row = int(np.argmax(score))
-        chosen[m] = row
-        for cell in flat[row::rows].tolist():
-            score[members[bounds[cell] : bounds[cell + 1]]] -= 1.0
-        score[row] = -np.inf
-        score += gain
+    chosen = kernels.herd_picks(score, gain, flat, members, bounds, n)
     picked = flat.reshape(tables, rows)[:, chosen].ravel()
     residual += n * shares - np.bincount(picked, minlength=total)
     return chosen

@@ -152,8 +152,8 @@ class CGANTrainer:
         self.features = features
         # The rows as the columns of their 1s where the encoding is all one-hot blocks and G's
         # fakes in D's step are hard one-hots too: D's first layer then gathers (CodeLinear).
-        all_codes = generator.straight_through and len(generator.cells) == features.shape[1]
         blocks = len(generator.block_offsets)
+        all_codes = generator.straight_through and len(generator.cells) == features.shape[1] > 0
         self.feature_columns = one_hot_columns(features, blocks) if all_codes else None
         self.one_hot = F.one_hot(labels, label_probs.numel()).float()
         self.label_probs = label_probs

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from rdpgan import postprocess, sampler
+from rdpgan import kernels, postprocess, sampler
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals
 from rdpgan.measure import conditional_distributions
@@ -177,6 +177,36 @@ def test_herded_rows_follow_the_pool_in_every_table_where_drawn_rows_scatter():
     assert abs(same.mean() - 0.8) < 0.05
     with pytest.raises(ValueError, match="more rows than the pool"):
         herd(cells, sizes, 8001)
+
+
+def test_the_compiled_herding_picks_the_rows_of_its_definition():
+    """kernels.herd_picks is herding's loop as written in numpy (below): the same rows in the
+    same order, ties to the first row, on a pool with many ties and several tables."""
+
+    def reference(score, gain, flat, members, bounds, n):
+        rows = len(score)
+        chosen = []
+        for _ in range(n):
+            row = int(np.argmax(score))
+            chosen.append(row)
+            for cell in flat[row::rows].tolist():
+                score[members[bounds[cell] : bounds[cell + 1]]] -= 1.0
+            score[row] = -np.inf
+            score += gain
+        return np.asarray(chosen)
+
+    rng = np.random.default_rng(11)
+    cells = np.stack([rng.integers(0, 3, 600), rng.integers(0, 2, 600)])  # tables of 3, 2
+    flat = (cells + np.array([[0], [3]])).ravel()
+    counts = np.bincount(flat, minlength=5)
+    gain = (counts / 600)[flat].reshape(2, 600).sum(axis=0)
+    members = np.argsort(flat, kind="stable") % 600
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    ours, theirs = gain.copy(), gain.copy()
+    picked = kernels.herd_picks(ours, gain, flat, members, bounds, 300)
+    np.testing.assert_array_equal(picked, reference(theirs, gain, flat, members, bounds, 300))
+    np.testing.assert_array_equal(ours, theirs)
+    assert len(np.unique(picked)) == 300
 
 
 def test_what_one_pools_picks_fall_short_by_is_carried_to_the_next():
