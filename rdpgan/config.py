@@ -234,8 +234,10 @@ class TrainConfig:
     betas: list[float] = field(default_factory=lambda: [0.5, 0.9])
     n_critic: int = 1
     # Most fake rows in a generator step (null: D's expected batch; never below 64). G's step
-    # runs beside D's on a second core and, at D's 500, is the longer of the two.
-    generator_batch: int | None = None
+    # runs beside D's on a second core and, with D's 500, was the longer of the two: 256 took
+    # a sixth off a default Adult run's loop under the AVX2 caps, its scores level within the
+    # seeds on Adult (ε 8 and 1), nasscds and TV16 (tuning round 53, results/tuning_*.csv).
+    generator_batch: int | None = 256
     # The generator's step (G on fakes, through the frozen D: no real row, no secret draw) in
     # bfloat16 where the hardware multiplies it natively (AVX-512 BF16 here: G's products run
     # ~2.7x faster, results/speed.md); D's private step stays float32.

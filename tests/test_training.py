@@ -69,6 +69,8 @@ def small_trainer(
     generator_ema: float = 0.0,
     marginals: Marginals | None = None,
     simultaneous: bool = False,
+    expected_batch: int = 20,
+    generator_batch: int | None = None,
 ) -> tuple[CGANTrainer, Generator]:
     """A real DP-SGD trainer on a toy table, with reproducible secret draws (and uniform
     released marginals unless given); with ``simultaneous``, G's step scores its fakes with a
@@ -111,15 +113,28 @@ def small_trainer(
         torch.tensor([0.5, 0.5]),
         secret,
         exact_sample_rate(0.5),
-        20,
+        expected_batch,
         auxiliary_weight=1.0,
         marginals=marginals,
         marginal_weight=1.0,
         bf16_generator_step=bf16,
         generator_ema=generator_ema,
         critic_snapshot=Discriminator(8, 2, [16], True) if simultaneous else None,
+        generator_batch=generator_batch,
     )
     return trainer, generator
+
+
+@pytest.mark.parametrize(
+    ("expected", "cap", "fakes"),
+    [(500, None, 500), (500, 256, 256), (100, 256, 100), (20, None, 64), (500, 10, 64)],
+)
+def test_a_generator_step_takes_d_s_batch_up_to_its_cap_and_never_below_the_floor(
+    expected, cap, fakes
+):
+    trainer, _ = small_trainer(bf16=False, expected_batch=expected, generator_batch=cap)
+    assert trainer.fake_batch == fakes
+    assert len(trainer._generator_inputs().fake_x) == fakes
 
 
 def test_the_discriminator_step_on_the_columns_of_ones_is_the_dense_step():

@@ -504,6 +504,10 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # Round 53 (issue 54's AVX2 bar): G's step runs beside D's on the second core and, with
     # 500 fakes, is the longer of the two (AVX2 caps: 27.6 ms against D's 23 ms); with 256 the
     # default run's loop took 24.8 s instead of 29.7 s. Does G need 500 fakes a step?
+    # ε = 8, 4 seeds: mean AUROC 0.8652 (500) against 0.8633 (256), quantile 1-/2-/3-way TVD
+    # 0.0054/0.0312/0.0434 against 0.0051/0.0306/0.0428; ε = 1, 3 seeds: 0.8475 against
+    # 0.8499, 0.0127/0.0586/0.0766 against 0.0127/0.0588/0.0759: level within the seeds.
+    # Adopted with tune_fidelity.py's round 53 (nasscds, TV16).
     "r53_generator_batch500": (
         ModelConfig(),
         TrainConfig(progress=False, generator_batch=None),
