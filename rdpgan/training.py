@@ -123,6 +123,13 @@ class _FakesGate:
         return self._go
 
 
+def _columns_of_ones(generator: Generator, features: torch.Tensor) -> torch.Tensor | None:
+    """The rows as the columns of their 1s where the encoding is all one-hot blocks and G's
+    fakes in D's step are hard one-hots too: D's first layer then gathers (CodeLinear)."""
+    all_codes = generator.straight_through and len(generator.cells) == features.shape[1] > 0
+    return one_hot_columns(features, len(generator.block_offsets)) if all_codes else None
+
+
 class CGANTrainer:
     """Holds the encoded training rows, both networks and their optimizers."""
 
@@ -150,11 +157,7 @@ class CGANTrainer:
         self.critic = critic
         self.generator_optimizer = generator_optimizer
         self.features = features
-        # The rows as the columns of their 1s where the encoding is all one-hot blocks and G's
-        # fakes in D's step are hard one-hots too: D's first layer then gathers (CodeLinear).
-        blocks = len(generator.block_offsets)
-        all_codes = generator.straight_through and len(generator.cells) == features.shape[1] > 0
-        self.feature_columns = one_hot_columns(features, blocks) if all_codes else None
+        self.feature_columns = _columns_of_ones(generator, features)
         self.one_hot = F.one_hot(labels, label_probs.numel()).float()
         self.label_probs = label_probs
         self.secret = secret
