@@ -235,17 +235,22 @@ def test_generator_blocks_are_each_blocks_own_gumbel_softmax(hard):
     torch.testing.assert_close(generator.code_probs(z, y), torch.cat(expected, dim=1))
 
 
+def straight_through_inputs(spans):
+    """A straight-through G over ``spans`` and 300 rows' (z, y, uniform draws)."""
+    torch.manual_seed(0)
+    generator = Generator(8, 2, [16], spans, width=spans[-1].end, straight_through=True)
+    z = torch.randn(300, 8)
+    y = torch.nn.functional.one_hot(torch.randint(0, 2, (300,)), 2).float()
+    uniform = torch.rand(generator.gumbel_shape(300)).clamp_min(2**-24)
+    return generator, z, y, uniform
+
+
 @pytest.mark.parametrize("spans", [SPANS, WIDE_SPANS])
 def test_hard_rows_without_a_graph_are_the_straight_through_rows_exactly_one_hot(spans):
     """Without autograd (D's fakes), hard rows skip the softmax: the same cells as the
     straight-through rows with a graph (one-hot forward values, up to the last bit of the
     hot cell's 1 - p + p), each block exactly one 1. Padded buckets included (WIDE_SPANS)."""
-    torch.manual_seed(0)
-    width = spans[-1].end
-    generator = Generator(8, 2, [16], spans, width=width, straight_through=True)
-    z = torch.randn(300, 8)
-    y = torch.nn.functional.one_hot(torch.randint(0, 2, (300,)), 2).float()
-    uniform = torch.rand(generator.gumbel_shape(300)).clamp_min(2**-24)
+    generator, z, y, uniform = straight_through_inputs(spans)
     with_graph = generator(z, y, uniform=uniform)
     assert with_graph.requires_grad
     with torch.no_grad():
@@ -261,12 +266,7 @@ def test_hard_rows_without_a_graph_are_the_straight_through_rows_exactly_one_hot
 @pytest.mark.parametrize("spans", [SPANS, WIDE_SPANS])
 def test_the_columns_of_hard_rows_are_where_their_ones_are(spans):
     """D's step takes G's fakes as the columns of their 1s: exactly the hard rows' 1s."""
-    torch.manual_seed(0)
-    width = spans[-1].end
-    generator = Generator(8, 2, [16], spans, width=width, straight_through=True)
-    z = torch.randn(300, 8)
-    y = torch.nn.functional.one_hot(torch.randint(0, 2, (300,)), 2).float()
-    uniform = torch.rand(generator.gumbel_shape(300)).clamp_min(2**-24)
+    generator, z, y, uniform = straight_through_inputs(spans)
     with torch.no_grad():
         rows = generator(z, y, uniform=uniform)
     columns = generator.one_hot_columns(z, y, uniform)
