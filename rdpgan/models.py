@@ -338,8 +338,11 @@ class Discriminator(nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Realness logits, and class logits (or None without the auxiliary classifier)."""
         if self.embed is None or self.classifier is None:
-            # The label's 1 as one more column, after the row's.
-            label = y.argmax(-1, keepdim=True) + self.width if not x.is_floating_point() else y
+            label = y
+            if not x.is_floating_point():  # the label's 1 as one more column, after the row's
+                if not bool((y.sum(-1) == 1).all() and ((y == 0) | (y == 1)).all()):
+                    raise ValueError("rows as columns need one-hot labels")
+                label = y.argmax(-1, keepdim=True) + self.width
             return self.head(self.body(torch.cat([x, label], dim=-1))).squeeze(-1), None
         h = self.body(x)
         realness = self.head(h).squeeze(-1) + (self.embed(y) * h).sum(-1)

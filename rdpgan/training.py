@@ -125,9 +125,15 @@ class _FakesGate:
 
 def _columns_of_ones(generator: Generator, features: torch.Tensor) -> torch.Tensor | None:
     """The rows as the columns of their 1s where the encoding is all one-hot blocks and G's
-    fakes in D's step are hard one-hots too: D's first layer then gathers (CodeLinear)."""
-    all_codes = generator.straight_through and len(generator.cells) == features.shape[1] > 0
-    return one_hot_columns(features, len(generator.block_offsets)) if all_codes else None
+    fakes in D's step are hard one-hots too: D's first layer then gathers (CodeLinear). The
+    choice is the layout's (public); the encoding gives every block one 1 by construction, so
+    rows that break it are a bug, not a reason to switch paths on the private table."""
+    if not generator.straight_through or not len(generator.cells) == features.shape[1] > 0:
+        return None
+    columns = one_hot_columns(features, len(generator.block_offsets))
+    if columns is None:
+        raise RuntimeError("the encoded rows are not one 1 per one-hot block")
+    return columns
 
 
 class CGANTrainer:

@@ -283,6 +283,16 @@ def test_one_hot_columns_are_given_only_for_rows_of_one_hot_blocks():
     assert one_hot_columns(torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]), 2) is None
 
 
+def test_the_plain_critic_takes_rows_as_columns_only_with_one_hot_labels():
+    discriminator = Discriminator(width=7, n_classes=2, hidden=[16])
+    columns = torch.tensor([[0, 3], [1, 5]])
+    one_hot = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    dense = torch.zeros(2, 7).scatter_(1, columns, 1.0)
+    torch.testing.assert_close(discriminator(columns, one_hot)[0], discriminator(dense, one_hot)[0])
+    with pytest.raises(ValueError, match="one-hot labels"):
+        discriminator(columns, torch.full((2, 2), 0.5))
+
+
 def test_a_code_linear_layer_takes_the_columns_of_ones_as_the_dense_rows():
     """Forward and both gradients, a repeated column counting twice (as a 2 would)."""
     torch.manual_seed(0)

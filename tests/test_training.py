@@ -18,7 +18,7 @@ from rdpgan.models import Discriminator, Generator, isa_capped_below_bf16
 from rdpgan.privacy.dp_sgd import DPSGD
 from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
-from rdpgan.training import CGANTrainer, _PairTargets, native_bf16
+from rdpgan.training import CGANTrainer, _columns_of_ones, _PairTargets, native_bf16
 from rdpgan.transform import Span
 
 
@@ -150,6 +150,17 @@ def test_the_discriminator_step_on_the_columns_of_ones_is_the_dense_step():
         updated.append([p.detach().clone() for p in trainer.critic.module.parameters()])
     for ours, dense in zip(*updated, strict=True):
         torch.testing.assert_close(ours, dense, rtol=1e-5, atol=1e-6)
+
+
+def test_rows_that_are_not_one_one_per_block_stop_the_trainer_rather_than_switch_paths():
+    """Whether D takes columns follows the public layout: an encoding that broke its one-hot
+    blocks is a bug, not a private fact to switch on."""
+    trainer, generator = small_trainer(bf16=False)
+    broken = trainer.features.clone()
+    broken[0, 0] = 0.5
+    with pytest.raises(RuntimeError, match="one 1 per one-hot block"):
+        _columns_of_ones(generator, broken)
+    assert _columns_of_ones(generator, trainer.features) is not None
 
 
 def test_the_marginal_loss_is_the_mean_kl_of_each_column_per_class_plus_the_pairs():

@@ -14,8 +14,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from rdpgan.models import Discriminator
-from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
+from rdpgan.models import CodeLinear, Discriminator
+from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD, code_linear_norms
 from rdpgan.privacy.ledger import Release
 from rdpgan.privacy.randomness import SecretRandomness
 
@@ -126,6 +126,21 @@ def test_rows_as_columns_of_their_ones_are_clipped_as_the_dense_rows():
     expected = reference_update(before, x, y, clip, expected=4)
     torch.testing.assert_close(applied, expected, rtol=1e-4, atol=1e-6)
     assert ledger.charges == 1
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (5, 2, 3), (5, 2, 2, 3)])
+def test_code_linear_norms_are_the_dense_per_sample_gradient_norms(shape):
+    """Any leading shape, repeated columns included (a column twice counts as a 2)."""
+    torch.manual_seed(0)
+    layer = CodeLinear(WIDTH, 4)
+    columns = torch.randint(0, 3, shape)  # few columns: repeats within and across rows
+    weights = torch.randn(*shape[:-1], 4)
+    norms = code_linear_norms(layer, [columns], weights)
+    for i in range(shape[0]):
+        layer.zero_grad()
+        (layer(columns[i : i + 1]) * weights[i : i + 1]).sum().backward()
+        torch.testing.assert_close(norms[layer.weight][i], layer.weight.grad.norm())
+        torch.testing.assert_close(norms[layer.bias][i], layer.bias.grad.norm())
 
 
 def ac_pair_losses(module, x, y) -> torch.Tensor:
