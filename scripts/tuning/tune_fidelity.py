@@ -23,6 +23,7 @@ import shlex
 import sys
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from data.download_data import DEV_TABLES
 
 from rdpgan import measure
 from rdpgan.cli import compose_run_config
+from rdpgan.config import RunConfig
 from rdpgan.data.loading import load_split
 from rdpgan.data.split import VALIDATION_KEY, split
 from rdpgan.evaluate import score_table
@@ -45,6 +47,7 @@ from rdpgan.fidelity import fidelity_scores
 from rdpgan.marginals import shrink_toward
 from rdpgan.privacy.mechanisms.gaussian import noisy_tables
 from rdpgan.synthesizer import DPCGAN
+from rdpgan.train import new_model
 from tuning.tune_adult import size_matches, subsample
 
 REPO = Path(__file__).resolve().parents[2]
@@ -370,17 +373,11 @@ def validation_run(
     return cfg, table, fit_rows, validation
 
 
-def fitted(cfg, fit_rows: pd.DataFrame, table, seed: int) -> DPCGAN:
-    """The model ``cfg`` describes, fitted on ``fit_rows`` (on the CPU)."""
-    return DPCGAN(
-        epsilon=cfg.epsilon,
-        delta=cfg.delta,
-        privacy=cfg.privacy,
-        model=cfg.model,
-        train=cfg.train,
-        seed=seed,
-        device="cpu",
-    ).fit(fit_rows, table.target, table.schema, table.positive_label)
+def fitted(cfg: RunConfig, fit_rows: pd.DataFrame, table, seed: int) -> DPCGAN:
+    """The model ``cfg`` describes (as ``rdpgan.train`` makes it), with ``seed``, fitted on
+    ``fit_rows`` on the CPU."""
+    model = new_model(replace(cfg, seed=seed, device="cpu"))
+    return model.fit(fit_rows, table.target, table.schema, table.positive_label)
 
 
 def scores_of(
