@@ -313,7 +313,8 @@ def private_schema(
         profile, levels = counts.profiles[name], counts.levels[name]
         specs[name] = numeric_spec(name, profile, found, missing_spelling(profile, levels), levels)
     if not targeted:
-        target, classes, positive = condition_column(counts, specs)
+        noise = (counts.rows_std(std), std / value_weight)
+        target, classes, positive = condition_column(counts, specs, noise)
         frame = released_classes_only(frame, target, classes)
     collapsed = not classes
     classes = one_vs_rest_classes(positive) if collapsed else classes

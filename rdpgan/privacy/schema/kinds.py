@@ -57,9 +57,12 @@ NO_VALUE_RELEASED = "no value released (unique per row, or too rare for the nois
 # code per value (GRID_LIMIT) is exact already.
 POINT_MASS_COVER = 0.5
 # A table without a named target conditions on a released categorical column of at most
-# CONDITION_CLASSES values that hold CONDITION_COVER of its rows (:func:`condition_column`).
+# CONDITION_CLASSES values that hold CONDITION_COVER of its rows, short of CONDITION_NOISE
+# stds of the noise of what they leave out (:func:`condition_column`): a noisy row count
+# 2.5 stds high must not rule out a column that holds every row.
 CONDITION_CLASSES = 12
 CONDITION_COVER = 0.95
+CONDITION_NOISE = 2.0
 MOST_POINT_MASSES = 40
 
 
@@ -259,23 +262,27 @@ def private_target(
     return released_classes_only(frame, target, classes), classes, positive
 
 
-def condition_column(counts: Counts, specs: dict[str, ColumnSpec]) -> tuple[str, list[Any], Any]:
+def condition_column(
+    counts: Counts, specs: dict[str, ColumnSpec], noise: tuple[float, float]
+) -> tuple[str, list[Any], Any]:
     """(column, classes, positive class) a table without a named target conditions on: of
     the released categorical columns of 2 to :data:`CONDITION_CLASSES` released values that
     hold :data:`CONDITION_COVER` of the rows (a row outside them, or missing, is left out, as
-    a target's is), the one whose released counts are most even (normalised entropy: every
-    class then has rows to learn from). Its positive class (what evaluation scores) is the
-    later of two, or the most frequent. Post-processing of release 1."""
+    a target's is) but for :data:`CONDITION_NOISE` stds of the noise (``noise``: the row
+    count's std and each value count's), the one whose released counts are most even
+    (normalised entropy: every class then has rows to learn from). Its positive class (what
+    evaluation scores) is the later of two, or the most frequent. Post-processing of
+    release 1."""
+    rows_noise, level_noise = noise
     best: tuple[float, str, list[Any]] | None = None
     for name, spec in specs.items():
         if spec.kind != "categorical":
             continue
         classes = [level for level in spec.levels if level != OTHER]
         found = np.clip([counts.levels[name].get(level, 0.0) for level in classes], 0.0, None)
-        if (
-            not 2 <= len(classes) <= CONDITION_CLASSES
-            or found.sum() < CONDITION_COVER * counts.rows
-        ):
+        rest_noise = math.sqrt(rows_noise**2 + len(classes) * level_noise**2)
+        slack = (1.0 - CONDITION_COVER) * counts.rows + CONDITION_NOISE * rest_noise
+        if not 2 <= len(classes) <= CONDITION_CLASSES or counts.rows - found.sum() > slack:
             continue
         shares = found / found.sum()
         evenness = float(-(shares * np.log(np.where(shares > 0, shares, 1.0))).sum())
