@@ -905,7 +905,7 @@ def test_a_row_count_noisy_high_does_not_rule_out_a_column_that_holds_every_row(
         rows_noise, level_noise * 2**0.5
     )
     for extra, chosen in ((-10.0, "kind"), (10.0, "city")):
-        short = counts.rows - slack + extra - levels["kind"]["a"]
+        short = counts.rows - slack - extra - levels["kind"]["a"]
         counts.levels = {**levels, "kind": {"a": levels["kind"]["a"], "b": short}}
         assert condition_column(counts, specs, (rows_noise, level_noise))[0] == chosen
 
