@@ -151,9 +151,12 @@ def refuse_under_torchrun(cfg: RunConfig) -> None:
 
 def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame, bool]:
     """Continue the run in ``out`` with the settings it was started with: (model, held-out
-    rows, whether the run holds rows out)."""
+    rows, whether the run holds rows out). Its file gets the rows the run asked for, unless
+    this command names ``sample.n`` (set on ``cfg``, which the run finishes with)."""
     saved = read_run_config(out)
     check_sample_size(cfg.sample.n)
+    if cfg.sample.n is None:
+        cfg.sample.n = saved.sample.n
     if cfg.evaluate:
         require_held_out(saved, "evaluate=true")
     if (out / "synthetic.csv").is_file():

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -144,6 +145,21 @@ def test_a_run_killed_after_training_but_before_its_outputs_resumes_to_them(
     original = json.loads((trained_run / "metrics.json").read_text())
     assert metrics["epochs"] == original["epochs"]
     assert metrics["discriminator_steps"] == original["discriminator_steps"]
+
+
+def test_a_resumed_run_writes_the_rows_it_was_asked_for_unless_told_otherwise(
+    tmp_path, small_adult
+):
+    """Resume finishes the run with its own sample.n (300 here, from FAST: it once wrote the
+    released row count instead); a sample.n on the resume command is this file's."""
+    first = train_cli(tmp_path, "dataset=adult", "train.steps=10", *FAST, root=small_adult)
+    assert first.returncode == 0, first.stderr
+    run = tmp_path / "run"
+    for n, extra in ((300, []), (40, ["sample.n=40"])):
+        delete_outputs(run)
+        resumed = train_cli(tmp_path, "resume=true", *extra, root=small_adult)
+        assert resumed.returncode == 0, resumed.stderr
+        assert len(pd.read_csv(run / "synthetic.csv")) == n
 
 
 def delete_outputs(run: Path) -> None:
