@@ -133,7 +133,7 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize(("overrides", "needle"), BAD_INPUTS, ids=lambda v: str(v))
 def test_bad_input_is_one_line_exit_2_and_leaves_nothing(tmp_path, small_adult, overrides, needle):
-    result = train_cli(tmp_path, *overrides, *FAST, root=small_adult)
+    result = train_cli(tmp_path, *FAST, *overrides, root=small_adult)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], result.stderr
