@@ -64,11 +64,13 @@ for part in "${PARTS[@]}"; do
       bash scripts/bench/paper_grid.sh
       RDPGAN_DATA_DIR="$DEVSUITE_ROOT" python scripts/bench/benchmark.py -m \
         table=creditcard_aer,acs12,credit_data,ames,gss_wages,tv16,nlswork,nasscds,anes_partytherms \
-        method=rdp_cgan,aim,mst epsilon=8,1 repeats=2 results_dir=results/fidelity_resolution
+        method=rdp_cgan,aim,mst epsilon=8,1 repeats=2 results_dir=results/fidelity_resolution \
+        hydra.sweep.dir=outputs/fidelity_grid
       RDPGAN_DATA_DIR="$DEVSUITE_ROOT" python scripts/bench/benchmark.py table=fertility \
         method=rdp_cgan,aim,mst epsilon=8,1 repeats=2 delta=1e-6 aim_rounds=16 \
-        results_dir=results/fidelity_resolution
+        results_dir=results/fidelity_resolution hydra.sweep.dir=outputs/fidelity_grid
       python scripts/reports/report_fidelity.py --results results/fidelity_resolution
+      python scripts/reports/report_self_check.py --runs outputs/fidelity_grid
       ;;
     *)
       echo "refresh_results.sh: unknown part $part (quick, speed, tuning, grid)" >&2
