@@ -69,6 +69,9 @@ for part in "${PARTS[@]}"; do
       RDPGAN_DATA_DIR="$DEVSUITE_ROOT" python scripts/bench/benchmark.py table=fertility \
         method=rdp_cgan,aim,mst epsilon=8,1 repeats=2 delta=1e-6 aim_rounds=16 \
         results_dir=results/fidelity_resolution hydra.sweep.dir=outputs/fidelity_grid
+      RDPGAN_DATA_DIR="$DEVSUITE_ROOT" python scripts/bench/benchmark.py -m table=adult \
+        method=rdp_cgan epsilon=8,1 repeats=2 results_dir=results/fidelity_resolution \
+        hydra.sweep.dir=outputs/fidelity_grid  # (Adult's bars: rdp_cgan alone)
       python scripts/reports/report_fidelity.py --results results/fidelity_resolution
       python scripts/reports/report_self_check.py --runs outputs/fidelity_grid
       ;;
