@@ -41,6 +41,7 @@ for part in "${PARTS[@]}"; do
       python scripts/bench/bench_sampling.py --rows 200000
       python scripts/bench/crash_resume.py --epsilon 8
       python scripts/bench/bench_scale.py --sizes 10000 100000 1000000 --seed 0 --eval-rows 30000
+      python scripts/bench/bench_suite.py
       ;;
     tuning)
       devsuite
