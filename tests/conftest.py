@@ -169,11 +169,31 @@ def run_cli(
             command, capture_output=True, text=True, cwd=cwd, env=env, timeout=600
         )
     importlib.import_module(f"rdpgan.{cli}")  # its imports, loaded once in this process
+    return _forked(command, f"rdpgan.{cli}", args, cwd, env)
+
+
+def run_script(
+    script: Path, args: list[str], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``python SCRIPT <args>`` from ``cwd``, as :func:`run_cli` runs a CLI: forked from this
+    test process, whose imports of the script's modules it starts with (import them first)."""
+    return _forked([sys.executable, str(script), *args], script, args, cwd, env)
+
+
+def _forked(
+    command: list[str],
+    target: str | Path,
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str] | None,
+) -> subprocess.CompletedProcess[str]:
+    """``target`` (a module name, or a script's path) run in a child forked from this process:
+    its exit code, stdout and stderr."""
     filters = _cli_warning_filters()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()
         if pid == 0:  # the child: never returns into pytest
-            _run_forked(f"rdpgan.{cli}", args, cwd, env, (out.fileno(), err.fileno()), filters)
+            _run_forked(target, args, cwd, env, (out.fileno(), err.fileno()), filters)
         status = os.waitpid(pid, 0)[1]
         out.seek(0)
         err.seek(0)
@@ -182,16 +202,16 @@ def run_cli(
 
 
 def _run_forked(
-    module: str,
+    target: str | Path,
     args: list[str],
     cwd: Path,
     env: dict[str, str] | None,
     streams: tuple[int, int],
     filters: tuple[tuple, ...],
 ) -> NoReturn:
-    """In the forked child: the standard streams on files, the module run as ``__main__``
-    (what ``python -m`` does: runpy), then exit with its code, skipping pytest's and atexit's
-    handlers."""
+    """In the forked child: the standard streams on files, the module (or script) run as
+    ``__main__`` (what ``python -m`` or ``python SCRIPT`` does: runpy), then exit with its
+    code, skipping pytest's and atexit's handlers."""
     code = 1
     try:
         signal.alarm(600)  # as subprocess.run's timeout: a hung CLI dies
@@ -207,9 +227,13 @@ def _run_forked(
         os.chdir(cwd)
         atexit._clear()  # pytest's exit handlers are the parent's: a CLI that runs its own
         _as_a_fresh_process(filters)
-        sys.argv = [str(importlib.util.find_spec(module).origin), *args]
         try:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            if isinstance(target, Path):
+                sys.argv = [str(target), *args]
+                runpy.run_path(str(target), run_name="__main__")
+            else:
+                sys.argv = [str(importlib.util.find_spec(target).origin), *args]
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as stop:
             if stop.code is None or isinstance(stop.code, int):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import optional_module
+from tests.conftest import run_script as forked_script
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
@@ -28,15 +28,11 @@ TINY_SETTINGS = [
 TINY = "overrides=[" + ",".join(f'"{s}"' for s in TINY_SETTINGS) + "]"
 
 
-def run_script(*args: str, cwd: Path, data_dir: Path):
-    return subprocess.run(
-        [sys.executable, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=900,
-        env={**os.environ, "RDPGAN_DATA_DIR": str(data_dir)},
-    )
+def run_script(script: str, *args: str, cwd: Path, data_dir: Path):
+    """``python SCRIPT ARGS`` as a shell runs it, forked from this process (which has imported
+    the scripts' modules above)."""
+    env = {**os.environ, "RDPGAN_DATA_DIR": str(data_dir)}
+    return forked_script(Path(script), list(args), cwd, env)
 
 
 def cervical_grid(tmp_path: Path, *settings: str) -> list[str]:

@@ -2,12 +2,13 @@
 
     python scripts/reports/report_fidelity.py [--results results/fidelity_resolution]
 
-Reads only what scripts/bench/benchmark.py wrote there (``bench_<table>.csv``: one row per run) and
-writes ``README.md`` in that folder between markers: per table and ε, each method's mean over
-repeats of the TVDs at the data's resolution (20 quantile cells of each numeric train column:
-``q_`` columns) and at the public bins, the share of the real AUROC, and the bars — Adult's
-absolute ones, and on every other table rdp_cgan against AIM (1-way and 2-way TVD at most
-AIM's, AUROC share at least AIM's − 0.01). Nothing here is hand-edited.
+Reads only what scripts/bench/benchmark.py wrote there (``bench_<table>.csv``: one row per run)
+and writes ``README.md`` in that folder between two markers (the text before and after them is
+kept): per table and ε, each method's mean over repeats of the TVDs at the data's resolution
+(20 quantile cells of each numeric train column: ``q_`` columns) and at the public bins, the
+share of the real AUROC, and the bars — Adult's absolute ones, and on every other table
+rdp_cgan against AIM (1-way and 2-way TVD at most AIM's, AUROC share at least AIM's − 0.01).
+Nothing between the markers is hand-edited.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from rdpgan.io import atomic_write
 START = (
     "<!-- generated below by scripts/reports/report_fidelity.py; edit the script, not the text -->"
 )
+END = "<!-- end of the generated part: how the rows were made follows, by hand -->"
 METHODS = ("rdp_cgan", "aim", "mst")
 COLUMNS = {
     "q_tvd_1way": "1-way (q)",
@@ -141,12 +143,10 @@ def main() -> None:
     for name, rows in tables.items():
         lines += table_section(name, rows)
     readme = args.results / "README.md"
-    head = (
-        readme.read_text().split(START)[0]
-        if readme.is_file()
-        else "# Fidelity at the data's resolution\n\n"
-    )
-    text = head + START + "\n\n" + "\n".join(lines)
+    old = readme.read_text() if readme.is_file() else ""
+    head = old.split(START)[0] if START in old else "# Fidelity at the data's resolution\n\n"
+    tail = old.split(END, 1)[1] if END in old else "\n"
+    text = head + START + "\n\n" + "\n".join(lines) + "\n" + END + tail
     atomic_write(readme, lambda tmp: Path(tmp).write_text(text))
 
 
