@@ -870,8 +870,13 @@ def test_fit_without_a_schema_releases_one_and_pays_for_it(data_dir):
     age = rows["age"].dropna()
     assert (age == age.round()).all()
     # Without a target, the released schema chooses the column to condition on.
-    untargeted = DPCGAN(epsilon=4.0, device="cpu", **SMALL).fit(df.drop(columns=["income"]))
-    assert untargeted.transformer.target == "sex"  # Adult's most even released categorical
+    # Without occupation too: it is the more even, and passed over only for its 13 released
+    # classes (one over the cap), of which Protective-serv's 115 rows clear partition
+    # selection's threshold by 2 noise stds; when it missed (2% of draws) occupation won.
+    untargeted = DPCGAN(epsilon=4.0, device="cpu", **SMALL).fit(
+        df.drop(columns=["income", "occupation"])
+    )
+    assert untargeted.transformer.target == "sex"  # the most even released categorical left
     assert untargeted.ledger.releases[0].name == "schema"
     # A declared schema chooses from itself alone: its first categorical never missing.
     declared = DPCGAN(epsilon=8.0, device="cpu", **SMALL).fit(toy_table(), schema=SCHEMA)
