@@ -326,7 +326,9 @@ class Sampler:
         elif (herding := self.herding_pool(call)) > 1 and n >= HERDING_MIN:
             pool = herding
             pairs = herded_pairs(self.transformer) if self.herding_pairs(call) else []
-            picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs), pairs)
+            picker = postprocess.Herder(
+                self.transformer.code_sizes, len(self.label_probs), pairs, workers
+            )
             # Near-equal pools, each at most RAKING_ROWS generated rows (memory, as raking)
             # and HERDING_CELLS cells over its tables.
             tables = max(len(picker.shapes), 1)
