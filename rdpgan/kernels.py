@@ -225,42 +225,7 @@ def lexicographic_order(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return order
 
 
-@numba.njit(nogil=True, inline="always")
-def _herd_rows(
-    score: np.ndarray,
-    gain: np.ndarray,
-    flat: np.ndarray,
-    members: np.ndarray,
-    bounds: np.ndarray,
-    row: int,
-    low: int,
-    high: int,
-) -> tuple[float, int]:
-    """One pick of :func:`herd_picks` on the rows from ``low`` to ``high``: one off those of
-    them sharing a cell with ``row``, ``row`` out if among them, ``gain`` added; returns the
-    best score among them and its row (the first such)."""
-    rows = score.shape[0]
-    for table in range(flat.shape[0] // rows):
-        cell = flat[table * rows + row]
-        first, last = bounds[cell], bounds[cell + 1]
-        if low > 0 or high < rows:  # this range's slice of the cell's (ascending) rows
-            start = first + np.searchsorted(members[first:last], low)
-            stop = first + np.searchsorted(members[first:last], high)
-        else:
-            start, stop = first, last
-        for k in range(start, stop):
-            score[members[k]] -= 1.0
-    if low <= row < high:
-        score[row] = -np.inf
-    top, arg = -np.inf, low
-    for i in range(low, high):
-        score[i] += gain[i]
-        if score[i] > top:
-            top, arg = score[i], i
-    return top, arg
-
-
-@numba.njit(nogil=True, parallel=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def herd_picks(
     score: np.ndarray,
     gain: np.ndarray,
@@ -268,41 +233,26 @@ def herd_picks(
     members: np.ndarray,
     bounds: np.ndarray,
     n: int,
-    parts: int,
 ) -> np.ndarray:
     """Kernel herding's ``n`` picks (:func:`rdpgan.postprocess.herd`, whose loop this is):
     each pick the row of largest ``score`` (the first such), then one off the score of every
     row sharing a cell with it, the picked row out, and ``gain`` added to every row. ``flat``
     holds each row's cell in each table ([tables · rows], table by table), ``members`` the rows
-    of each cell in ascending order, cell by cell, from ``bounds[cell]`` to
-    ``bounds[cell + 1]``. ``score`` is updated in place.
-
-    With ``parts`` above 1 the rows are cut into that many contiguous ranges, each updated and
-    searched on a thread of its own within every pick: each row's score takes the same
-    operations in the same order as on one thread, so the picks are the same whatever
-    ``parts``, the first of equal best rows being the one of the lowest range. Each pick then
-    starts and joins the threads (tens of microseconds): worth it on large pools only."""
+    of each cell, cell by cell, from ``bounds[cell]`` to ``bounds[cell + 1]``. ``score`` is
+    updated in place."""
     rows = score.shape[0]
-    parts = max(1, min(parts, rows))
-    edges = np.empty(parts + 1, np.int64)
-    for p in range(parts + 1):
-        edges[p] = p * rows // parts
-    best_score = np.empty(parts)
-    best_row = np.empty(parts, np.int64)
+    tables = flat.shape[0] // rows
     chosen = np.empty(n, np.int64)
-    row = np.argmax(score)
     for m in range(n):
+        row = np.argmax(score)
         chosen[m] = row
-        if parts == 1:
-            row = _herd_rows(score, gain, flat, members, bounds, row, 0, rows)[1]
-            continue
-        for p in numba.prange(parts):
-            top, arg = _herd_rows(score, gain, flat, members, bounds, row, edges[p], edges[p + 1])
-            best_score[p], best_row[p] = top, arg
-        row, top = best_row[0], best_score[0]
-        for p in range(1, parts):  # strictly greater: a tie goes to the lower range
-            if best_score[p] > top:
-                row, top = best_row[p], best_score[p]
+        for table in range(tables):
+            cell = flat[table * rows + row]
+            for k in range(bounds[cell], bounds[cell + 1]):
+                score[members[k]] -= 1.0
+        score[row] = -np.inf
+        for i in range(rows):
+            score[i] += gain[i]
     return chosen
 
 
@@ -326,4 +276,4 @@ def compile_for_sampling() -> None:
         cells = np.zeros((1, 1), kind)
         rescale_and_count(np.ones(1), cells[0], np.ones(1), cells[0], np.zeros(1))
         lexicographic_order(cells, ones)
-    herd_picks(np.zeros(1), np.zeros(1), ones - 1, ones - 1, np.array([0, 1]), 1, 1)
+    herd_picks(np.zeros(1), np.zeros(1), ones - 1, ones - 1, np.array([0, 1]), 1)

@@ -35,13 +35,6 @@ from rdpgan.data.discretize import cell_index
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals, shrink_toward
 
-# Herding shares each pick's work among the sampling call's threads on pools of at least
-# this many cells over all their tables (rows x tables): each pick then starts and joins the
-# threads, tens of microseconds. On the Xeon of results/speed.md, quiet, 2,048 picks from
-# 131,072 rows in 105 tables (every pair of 14 columns) took 4.5 s on one thread and 2.0 s on
-# two, from 131,072 rows in 14 tables 0.90 s and 0.58 s, and from 32,768 rows in 14 tables
-# 0.21 s and 0.25 s (an ad hoc timing of rdpgan.kernels.herd_picks on random codes).
-HERD_THREADS_CELLS = 2**20
 #: Most IPF sweeps over the tables; the weights settle within a few dozen on real tables.
 RAKING_SWEEPS = 30
 #: Stop once a sweep brings the furthest table less than this share closer to its goal: the
@@ -239,11 +232,7 @@ def systematic_resample(weights: np.ndarray, n: int, rng: np.random.Generator) -
 
 
 def herd(
-    cells: np.ndarray,
-    sizes: Sequence[int],
-    n: int,
-    residual: np.ndarray | None = None,
-    threads: int = 1,
+    cells: np.ndarray, sizes: Sequence[int], n: int, residual: np.ndarray | None = None
 ) -> np.ndarray:
     """Indices of ``n`` distinct rows of a pool, chosen one at a time by kernel herding (Welling
     2009; Chen, Welling & Smola 2010) on the pool's own tables: row i lies in cell
@@ -256,8 +245,7 @@ def herd(
     ``residual`` (one entry per cell of all the tables, in order; updated in place) carries
     what earlier picks fell short by into this call: a cell too rare to be picked within one
     pool is picked in a later one, so that over a sample of many pools every cell keeps its
-    share (to within a row), rare ones included. ``threads`` share each pick's work (the
-    same picks on any number).
+    share (to within a row), rare ones included.
 
     Row j's shortfall after m picks is its cells' residuals plus (m + 1) × the pool's shares
     of its cells, summed over the tables, less the picks in its cells: kept up to date by
@@ -274,11 +262,9 @@ def herd(
     residual = np.zeros(total) if residual is None else residual
     gain = shares[flat].reshape(tables, rows).sum(axis=0)
     score = gain + residual[flat].reshape(tables, rows).sum(axis=0)
-    # The rows of each cell, cell by cell, ascending within a cell (a stable sort).
-    members = np.argsort(flat, kind="stable") % rows
+    members = np.argsort(flat, kind="stable") % rows  # the rows of each cell, cell by cell
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    parallel = threads > 1 and rows * tables >= HERD_THREADS_CELLS
-    chosen = kernels.herd_picks(score, gain, flat, members, bounds, n, threads if parallel else 1)
+    chosen = kernels.herd_picks(score, gain, flat, members, bounds, n)
     picked = flat.reshape(tables, rows)[:, chosen].ravel()
     residual += n * shares - np.bincount(picked, minlength=total)
     return chosen
@@ -290,17 +276,12 @@ class Herder:
     (:func:`herd`), what the picks of one sampling call fall short by carried from each pool to
     the next. Where the released marginals are too noisy to rake toward, this removes the
     noise of drawing rows one by one instead, and matches nothing released (it reads G's rows
-    alone). Each pick's work is shared by ``threads`` threads."""
+    alone)."""
 
     def __init__(
-        self,
-        code_sizes: Sequence[int],
-        n_classes: int,
-        pairs: Sequence[tuple[int, int]] = (),
-        threads: int = 1,
+        self, code_sizes: Sequence[int], n_classes: int, pairs: Sequence[tuple[int, int]] = ()
     ):
         self.pairs = list(pairs)
-        self.threads = threads
         self.shapes = [(n_classes, size) for size in code_sizes]
         self.shapes += [(code_sizes[i], code_sizes[j]) for i, j in self.pairs]
         self.sizes = [math.prod(shape) for shape in self.shapes]  # cells per table
@@ -317,7 +298,7 @@ class Herder:
             cell_index([labels, codes[:, column]], self.shapes[column], out=cells[column])
         for table, (i, j) in enumerate(self.pairs, start=columns):
             cell_index([codes[:, i], codes[:, j]], self.shapes[table], out=cells[table])
-        return rng.permutation(herd(cells, self.sizes, n, self.residual, self.threads))
+        return rng.permutation(herd(cells, self.sizes, n, self.residual))
 
 
 class Raker:

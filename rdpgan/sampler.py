@@ -326,9 +326,7 @@ class Sampler:
         elif (herding := self.herding_pool(call)) > 1 and n >= HERDING_MIN:
             pool = herding
             pairs = herded_pairs(self.transformer) if self.herding_pairs(call) else []
-            picker = postprocess.Herder(
-                self.transformer.code_sizes, len(self.label_probs), pairs, workers
-            )
+            picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs), pairs)
             # Near-equal pools, each at most RAKING_ROWS generated rows (memory, as raking)
             # and HERDING_CELLS cells over its tables.
             tables = max(len(picker.shapes), 1)

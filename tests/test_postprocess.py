@@ -179,34 +179,9 @@ def test_herded_rows_follow_the_pool_in_every_table_where_drawn_rows_scatter():
         herd(cells, sizes, 8001)
 
 
-def test_herding_on_threads_keeps_the_rows_and_the_carry_of_one_thread(monkeypatch):
-    """Above HERD_THREADS_CELLS (lowered here to this pool's 16,000 cells), the picks are
-    shared by the threads asked for: the same rows, and the same shortfall carried on, as on
-    one thread; below it, one thread whatever is asked."""
-    codes = skewed_pool(np.random.default_rng(4), 8000)
-    cells, sizes = codes.T, [3, 4]
-    alone = np.zeros(7)
-    expected = herd(cells, sizes, 1000, alone)
-    used = []
-    picks = kernels.herd_picks
-
-    def spy(*args):
-        used.append(args[-1])
-        return picks(*args)
-
-    monkeypatch.setattr(kernels, "herd_picks", spy)
-    for limit, parts in ((16_000, 3), (16_001, 1)):
-        monkeypatch.setattr(postprocess, "HERD_THREADS_CELLS", limit)
-        residual = np.zeros(7)
-        np.testing.assert_array_equal(herd(cells, sizes, 1000, residual, threads=3), expected)
-        np.testing.assert_array_equal(residual, alone)
-        assert used.pop() == parts
-
-
 def test_the_compiled_herding_picks_the_rows_of_its_definition():
     """kernels.herd_picks is herding's loop as written in numpy (below): the same rows in the
-    same order, ties to the first row, on a pool with many ties and several tables, on one
-    thread or several."""
+    same order, ties to the first row, on a pool with many ties and several tables."""
 
     def reference(score, gain, flat, members, bounds, n):
         rows = len(score)
@@ -227,14 +202,11 @@ def test_the_compiled_herding_picks_the_rows_of_its_definition():
     gain = (counts / 600)[flat].reshape(2, 600).sum(axis=0)
     members = np.argsort(flat, kind="stable") % 600
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    theirs = gain.copy()
-    expected = reference(theirs, gain, flat, members, bounds, 300)
-    assert len(np.unique(expected)) == 300
-    for threads in (1, 2, 3):  # the rows cut into ranges, each on a thread: the same picks
-        ours = gain.copy()
-        picked = kernels.herd_picks(ours, gain, flat, members, bounds, 300, threads)
-        np.testing.assert_array_equal(picked, expected)
-        np.testing.assert_array_equal(ours, theirs)
+    ours, theirs = gain.copy(), gain.copy()
+    picked = kernels.herd_picks(ours, gain, flat, members, bounds, 300)
+    np.testing.assert_array_equal(picked, reference(theirs, gain, flat, members, bounds, 300))
+    np.testing.assert_array_equal(ours, theirs)
+    assert len(np.unique(picked)) == 300
 
 
 def test_what_one_pools_picks_fall_short_by_is_carried_to_the_next():
