@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import traceback
 import warnings
 from pathlib import Path
@@ -211,7 +212,8 @@ def _run_forked(
 ) -> NoReturn:
     """In the forked child: the standard streams on files, the module (or script) run as
     ``__main__`` (what ``python -m`` or ``python SCRIPT`` does: runpy), then exit with its
-    code, skipping pytest's and atexit's handlers."""
+    code as an interpreter does: the thread and exit hooks it registered run (a joblib
+    launcher's shut its worker processes down), pytest's do not."""
     code = 1
     try:
         signal.alarm(600)  # as subprocess.run's timeout: a hung CLI dies
@@ -242,6 +244,10 @@ def _run_forked(
                 print(stop.code, file=sys.stderr)
         except BaseException:
             traceback.print_exc()
+        # What an interpreter's exit runs, in its order: threads' exit hooks (a
+        # concurrent.futures executor's, joblib's), then the exit handlers.
+        threading._shutdown()  # type: ignore[attr-defined]
+        atexit._run_exitfuncs()  # type: ignore[attr-defined]
     finally:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
