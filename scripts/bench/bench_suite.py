@@ -28,7 +28,7 @@ from bench.machine_info import cpu_features
 REPO = Path(__file__).resolve().parents[2]
 COMMAND = ["python", "-m", "pytest", "-q", "-n", "2"]
 DURATION = re.compile(r"^\s*(\d+\.\d+)s (call|setup|teardown)\s+(\S+)$")
-SUMMARY = re.compile(r"^=+ (.*) in [\d.]+s")
+SUMMARY = re.compile(r"^=*\s*(\d+ (?:passed|failed).*?) in [\d.]+s")
 
 
 def one_run(slowest: int) -> tuple[float, str, list[tuple[float, str, str]]]:
