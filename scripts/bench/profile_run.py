@@ -1,6 +1,7 @@
 """Where a default run's wall time goes: start-up, releases, the DP-SGD loop, and what follows.
 
-    python scripts/bench/profile_run.py [--runs 3] [OVERRIDE ...]   (default: the README's run)
+    python scripts/bench/profile_run.py [--runs 3] [--loaded] [OVERRIDE ...]
+                                                 (default: the README's run)
 
 Each run is a fresh ``python -m rdpgan.train`` process (progress bar off, a temporary run
 directory) in which this script wraps the job's stages with a clock; nothing else changes. The
@@ -16,8 +17,11 @@ stages follow the job's order, each from the end of the one before:
 - writing: decoding, the self-check, and the files.
 
 The issue's budget for a default Adult run is 45 s on an AVX2-only EPYC, 10 s of it outside the
-loop; the stage times are also the place to look when a run is slow on another machine. Writes
-its part of ``results/speed.md`` for this kind of CPU (with the emulation caps it ran under).
+loop; the stage times are also the place to look when a run is slow on another machine.
+``--loaded`` times each run twice, quiet and beside one busy process (``bench_speed.py``'s
+competitor), alternating: which stages a busy neighbour slows. Writes its part of
+``results/speed.md`` for this kind of CPU (with the emulation caps it ran under), one part
+each way.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: its folders
-from bench.bench_speed import COMMIT, machine, write_speed_md
+from bench.bench_speed import COMMIT, busy_competitor, machine, write_speed_md
 from bench.machine_info import cpu_features
 
 STAGES = ("start-up", "releases", "training", "adaptive", "choice", "sampling", "writing")
@@ -134,37 +138,86 @@ def one_run(overrides: list[str]) -> dict[str, float]:
     return seconds
 
 
+def loaded_run(overrides: list[str]) -> dict[str, float]:
+    """:func:`one_run` beside one busy process."""
+    competitor = busy_competitor()
+    try:
+        return one_run(overrides)
+    finally:
+        competitor.kill()
+        competitor.wait()
+
+
+def stage_table(columns: dict[str, list[dict[str, float]]]) -> list[str]:
+    """Median seconds per stage of each column's runs (and each run's, with one column)."""
+    medians = {
+        name: {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+        for name, runs in columns.items()
+    }
+    if len(columns) == 1:
+        (runs,) = columns.values()
+        (median,) = medians.values()
+        return [
+            "| stage | seconds | runs |",
+            "| --- | ---: | --- |",
+            *(
+                f"| {stage} | {median[stage]:.2f} | "
+                f"{', '.join(f'{run[stage]:.2f}' for run in runs)} |"
+                for stage in (*STAGES, "total")
+            ),
+        ]
+    quiet, loaded = medians["quiet"], medians["loaded"]
+    return [
+        "| stage | quiet s | loaded s | loaded ÷ quiet |",
+        "| --- | ---: | ---: | ---: |",
+        *(
+            f"| {stage} | {quiet[stage]:.2f} | {loaded[stage]:.2f} | "
+            f"{loaded[stage] / quiet[stage] if quiet[stage] else float('nan'):.2f}× |"
+            for stage in (*STAGES, "total")
+        ),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--loaded", action="store_true")
     parser.add_argument("overrides", nargs="*", default=DEFAULT)
     args = parser.parse_args()
-    runs = [one_run(args.overrides) for _ in range(args.runs)]
-    median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-    outside = median["total"] - median["training"]
+    columns: dict[str, list[dict[str, float]]] = {"quiet": []}
+    if args.loaded:
+        columns["loaded"] = []
+    for _ in range(args.runs):  # quiet and loaded in turn: drift shows in both
+        columns["quiet"].append(one_run(args.overrides))
+        if args.loaded:
+            columns["loaded"].append(loaded_run(args.overrides))
+    quiet = {key: statistics.median(run[key] for run in columns["quiet"]) for key in STAGES}
+    total = statistics.median(run["total"] for run in columns["quiet"])
+    outside = total - quiet["training"]
     command = " ".join(["python -m rdpgan.train", *args.overrides])
+    flags = f"--runs {args.runs}{' --loaded' if args.loaded else ''}"
+    title = "beside a busy process" if args.loaded else "where a default run's time goes"
     lines = [
-        f"## Where a default run's time goes, on {cpu_features()}",
+        f"## {title.capitalize()}, on {cpu_features()}",
         "",
-        f"Made by `python scripts/bench/profile_run.py --runs {args.runs} "
-        f"{' '.join(args.overrides)}` at commit {COMMIT} on "
-        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0.",
+        f"Made by `python scripts/bench/profile_run.py {flags} {' '.join(args.overrides)}` at "
+        f"commit {COMMIT} on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0.",
         f"Machine: {machine()}",
         "",
         f"`{command}`, a fresh process each run (progress bar off); median seconds over "
-        f"{args.runs} runs.",
-        "",
-        "| stage | seconds | runs |",
-        "| --- | ---: | --- |",
-        *(
-            f"| {stage} | {median[stage]:.2f} | {', '.join(f'{run[stage]:.2f}' for run in runs)} |"
-            for stage in (*STAGES, "total")
+        f"{args.runs} runs"
+        + (
+            ", quiet and beside one busy process (`while True: pass`), in turn."
+            if args.loaded
+            else "."
         ),
         "",
-        f"Outside the DP-SGD loop: {outside:.1f} s of {median['total']:.1f} s (the issue's budget "
+        *stage_table(columns),
+        "",
+        f"Outside the DP-SGD loop (quiet): {outside:.1f} s of {total:.1f} s (the issue's budget "
         "on an AVX2-only EPYC: 10 s of 45 s; divide both by this machine's ratio above).",
     ]
-    write_speed_md("\n".join(lines), "profile_run.py")
+    write_speed_md("\n".join(lines), "profile_run.py" + (" --loaded" if args.loaded else ""))
 
 
 if __name__ == "__main__":
