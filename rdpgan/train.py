@@ -154,9 +154,9 @@ def resume(cfg: RunConfig, out: Path) -> tuple[DPCGAN, pd.DataFrame, bool]:
     rows, whether the run holds rows out). Its file gets the rows the run asked for, unless
     this command names ``sample.n`` (set on ``cfg``, which the run finishes with)."""
     saved = read_run_config(out)
-    check_sample_size(cfg.sample.n)
     if cfg.sample.n is None:
         cfg.sample.n = saved.sample.n
+    check_sample_size(cfg.sample.n)  # the command's, or the one run.json recorded
     if cfg.evaluate:
         require_held_out(saved, "evaluate=true")
     if (out / "synthetic.csv").is_file():
