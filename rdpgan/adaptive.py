@@ -14,6 +14,7 @@ import numpy as np
 
 from rdpgan import measure, sampler
 from rdpgan.data.discretize import table_sizes
+from rdpgan.data.schema import Schema
 from rdpgan.fitted import FittedModel
 from rdpgan.privacy.ledger import Release
 from rdpgan.settings import budget_shares
@@ -33,8 +34,9 @@ CHOICE_POOL = 4
 PAIRS_PER_COLUMN = 0.5
 
 
-def moves_to_marginals(model: FittedModel) -> bool:
-    """Whether ``privacy.adaptive_fraction`` goes to the marginals instead. Where sampling
+def moves_to_marginals(model: FittedModel, features: Schema) -> bool:
+    """Whether ``privacy.adaptive_fraction`` goes to the marginals (of the feature columns
+    ``features``) instead. Where sampling
     would not rake at the configured split, no pair is chosen after training, and on such
     tables (small ones, small epsilons) the marginals carry most of what G learns (round 30
     of results/tuning_adult.csv, 700 rows at epsilon 8: AUROC 0.644 -> 0.697, every TVD
@@ -45,31 +47,46 @@ def moves_to_marginals(model: FittedModel) -> bool:
     Where the larger share makes the marginals precise enough to rake, sampling rakes toward
     them, with no pair chosen after training. Public: planned from the schema, the budget
     and the released row count, before anything is drawn."""
-    assert model.ledger is not None and model.transformer is not None
+    assert model.ledger is not None
     privacy, ledger, rows = model.privacy, model.ledger, model.released_rows
-    sizes = table_sizes(model.transformer.features, measure.PAIR_BINS)
-
-    def planned(fraction: float) -> list[Release]:
-        return measure.planned_marginal_releases(
-            sizes,
-            rows,
-            ledger,
-            fraction,
-            privacy.selection_fraction,
-            privacy.marginals_fraction,
-            sampler.TILT_NOISE_LIMIT,
-        )
-
-    noise = measure.largest_noise(planned(privacy.marginals_fraction))
+    noise = measure.largest_noise(_planned(model, features, privacy.marginals_fraction))
     if sampler.pool_for_noise(model.model_config, noise, rows) > 1:
         return False
     if not ledger.private:
         return True  # (exact statistics: the shares buy nothing)
-    moved = planned(privacy.marginals_fraction + privacy.adaptive_fraction)
+    moved = _planned(model, features, privacy.marginals_fraction + privacy.adaptive_fraction)
     if measure.largest_noise(moved) > noise:
         return False
     return ledger.epsilon_with(moved, best_order=True) <= (
         budget_shares(privacy) * ledger.epsilon_target
+    )
+
+
+def marginals_fraction(model: FittedModel, features: Schema) -> float:
+    """The share of epsilon the marginals of ``features`` are released with: the configured
+    one, and the adaptive pairs' where :func:`moves_to_marginals`."""
+    fraction = model.privacy.marginals_fraction
+    if moves_to_marginals(model, features):
+        return fraction + model.privacy.adaptive_fraction
+    return fraction
+
+
+def planned_marginals(model: FittedModel, features: Schema) -> list[Release]:
+    """The releases of the marginals of ``features`` as a fit will record them (public)."""
+    return _planned(model, features, marginals_fraction(model, features))
+
+
+def _planned(model: FittedModel, features: Schema, fraction: float) -> list[Release]:
+    """:func:`rdpgan.measure.planned_marginal_releases` at ``fraction``, as a fit releases."""
+    assert model.ledger is not None
+    return measure.planned_marginal_releases(
+        table_sizes(features, measure.PAIR_BINS),
+        model.released_rows,
+        model.ledger,
+        fraction,
+        model.privacy.selection_fraction,
+        model.privacy.marginals_fraction,
+        sampler.TILT_NOISE_LIMIT,
     )
 
 

@@ -51,7 +51,10 @@ if TYPE_CHECKING:  # what fitting leaves: a loaded model has neither (it reads p
 # 4: wide numeric columns cut at equal mass of a released density, positions drawn from it
 #    (the generator no longer emits a position).
 # 5: the generator's weights as numpy arrays (model.npz), sampled without torch.
-MODEL_FORMAT = 5
+# 6: numeric columns coded as finely as the noise allows ("resolution", rdpgan.resolution);
+#    format 5 is still read, at the configured resolution it was coded at.
+MODEL_FORMAT = 6
+READ_FORMATS = (MODEL_FORMAT, 5)
 WEIGHTS_FILE = "model.npz"
 # Format 4 (model.pt, torch's weights-only archive) is still read, with torch: runs and
 # checkpoints saved before format 5 load, sample and resume as they did.
@@ -101,6 +104,9 @@ class FittedModel:
         self.adaptive_drawn = False
         self.positive_label: Any = None
         self.released_rows = 0
+        # (Bins per wide numeric column, most integer values coded one each), planned from
+        # the released row count and the budget (rdpgan.resolution).
+        self.resolution: tuple[int, int] | None = None
         # The noise std on one released count of the marginals (public: from the ledger).
         self.marginal_noise = 0.0
         self.metrics: dict[str, Any] = {}
@@ -119,6 +125,7 @@ class FittedModel:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("resolution", None)  # (pickled before it was planned)
         if "device_name" not in state:  # pickled before sampling was numpy (format 5)
             state["device_name"] = str(state.pop("device", "auto"))
             state["frozen"] = None
@@ -208,6 +215,8 @@ class FittedModel:
             "marginals": None if self.marginals is None else self.marginals.to_dict(),
             # Released (DP): the wide numeric columns' bins and positions within them.
             "densities": self.transformer.densities,
+            # Planned from released values (rdpgan.resolution): how numbers were coded.
+            "resolution": [self.transformer.n_bins, self.transformer.grid_limit],
             "adaptive_drawn": self.adaptive_drawn,
             "marginal_noise": self.marginal_noise,
             # Raking or not, as the self-check chose it (None: not yet chosen).
@@ -234,7 +243,7 @@ class FittedModel:
     def from_description(cls, meta: dict[str, Any], device: str) -> Any:
         """A model with everything but weights rebuilt from :meth:`describe`'s JSON (of this
         format or :data:`TORCH_FORMAT`'s)."""
-        if meta.get("format") not in (MODEL_FORMAT, TORCH_FORMAT):
+        if meta.get("format") not in (*READ_FORMATS, TORCH_FORMAT):
             raise UserInputError("the saved model has an unknown format version")
         settings = {k: v for k, v in meta["model"].items() if k not in DROPPED_SETTINGS}
         model = cls(
@@ -248,11 +257,10 @@ class FittedModel:
         )
         model.densities = {str(k): list(v) for k, v in meta["densities"].items()}
         model.adaptive_drawn = bool(meta["adaptive_drawn"])
+        # (Models saved before it was planned are coded at the configured resolution.)
+        bins, grid_limit = meta.get("resolution") or (model.model_config.numeric_bins, None)
         model.transformer = TableTransformer(
-            Schema.from_specs(meta["schema"]),
-            meta["target"],
-            model.model_config.numeric_bins,
-            model.densities,
+            Schema.from_specs(meta["schema"]), meta["target"], bins, model.densities, grid_limit
         )
         model.positive_label = meta["positive_label"]
         model.privacy_notes = list(meta.get("privacy_notes", []))

@@ -2,7 +2,8 @@
 
 ``fit`` spends the privacy budget in up to five releases, all composed in one ledger:
 1. the label histogram (:func:`rdpgan.measure.label_counts`), which the generator samples
-   labels from (its noisy total also stands in for the row count wherever one is needed);
+   labels from (its noisy total also stands in for the row count wherever one is needed,
+   and with the budget plans how finely numeric columns are coded: :mod:`rdpgan.resolution`);
 2. the densities of the wide numeric columns (:func:`rdpgan.measure.numeric_densities`),
    which cut their bins at equal released mass and place each sampled number within its bin;
 3. with ``model.marginal_weight > 0``, the marginals (:func:`rdpgan.measure.release_marginals`:
@@ -29,7 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rdpgan import adaptive, checkpoint, distributed, measure, sampler
+from rdpgan import adaptive, checkpoint, distributed, measure, resolution, sampler
 from rdpgan.checkpoint import Checkpointer
 from rdpgan.config import DatasetConfig, SchemaConfig, TrainConfig
 from rdpgan.critic import make_critic
@@ -89,7 +90,7 @@ def fit(
     model.ledger.on_record = lambda: _ledger_to_disk(model, checkpoint_dir)
     schema = release.schema
     frame = _conformed(df, target, schema)
-    # Equal-width bins, from the schema alone: what the densities are measured on.
+    # Equal-width bins, from the schema alone.
     public = TableTransformer(schema, target, model.model_config.numeric_bins)
     labels = public.encode_labels(frame)
     distributed.refuse_unless_same(public.encode(frame), labels)  # one table, sharded
@@ -98,14 +99,17 @@ def fit(
     secret = _secret(model, first_step=1)
     if distributed.rank() == 0:  # under torchrun, rank 0 releases and the others receive
         _release_label_counts(model, labels, public.n_classes, secret.numpy)
+        model.resolution = resolution.planned_resolution(model, public.features, public.n_classes)
+        bins, grid_limit = model.resolution
+        # The columns cut into bins at the planned resolution: those the densities measure.
+        public = TableTransformer(schema, target, bins, grid_limit=grid_limit)
         positions = public.positions(frame)
         model.densities = _release_densities(model, positions, public.wide_columns, secret.numpy)
     _share_releases(model)
     if distributed.world_size() > 1:  # (one process checked right after the label counts)
         _check_row_count(model)
-    model.transformer = TableTransformer(
-        schema, target, model.model_config.numeric_bins, model.densities
-    )
+    bins, grid_limit = model.resolution
+    model.transformer = TableTransformer(schema, target, bins, model.densities, grid_limit)
     features = model.transformer.encode(frame)
     if distributed.rank() == 0:
         _release_marginals(model, features, labels, secret.numpy)
@@ -152,8 +156,7 @@ def _release_marginals(
     assert model.transformer is not None and model.ledger is not None
     assert model.label_probs is not None
     if model.model_config.marginal_weight > 0 and model.transformer.code_sizes:
-        moved = adaptive.moves_to_marginals(model)
-        fraction = model.privacy.marginals_fraction
+        fraction = adaptive.marginals_fraction(model, model.transformer.features)
         model.marginals = measure.release_marginals(
             features,
             labels,
@@ -161,14 +164,14 @@ def _release_marginals(
             model.label_probs,
             model.released_rows,
             model.ledger,
-            fraction + model.privacy.adaptive_fraction if moved else fraction,
+            fraction,
             model.privacy.selection_fraction,
             noise,
-            configured=fraction,
+            configured=model.privacy.marginals_fraction,
             noise_limit=sampler.TILT_NOISE_LIMIT,
         )
         model.marginal_noise = measure.marginal_noise(model.ledger)
-        if not moved:
+        if fraction == model.privacy.marginals_fraction:
             adaptive.reserve(model)
 
 
@@ -181,6 +184,7 @@ def _share_releases(model: FittedModel) -> None:
     shared = (
         model.label_probs,
         model.released_rows,
+        model.resolution,
         model.densities,
         model.marginals,
         model.ledger.to_dict(),
@@ -188,6 +192,7 @@ def _share_releases(model: FittedModel) -> None:
     (
         model.label_probs,
         model.released_rows,
+        model.resolution,
         model.densities,
         model.marginals,
         ledger,

@@ -51,6 +51,7 @@ class TableTransformer:
         target: str,
         n_bins: int = DEFAULT_BINS,
         densities: Mapping[str, Sequence[float]] | None = None,
+        grid_limit: int | None = None,
     ):
         label_column = schema[target]
         if not isinstance(label_column, Categorical):
@@ -58,11 +59,14 @@ class TableTransformer:
         self.schema = schema
         self.target = target
         self.n_bins = n_bins
+        #: Integer columns with at most this many values get a code per value (default
+        #: GRID_LIMIT, or n_bins if more); the others are cut into n_bins bins.
+        self.grid_limit = max(n_bins, GRID_LIMIT) if grid_limit is None else grid_limit
         self.label_column: Categorical = label_column
         self.features = schema.without(target)
         densities = densities or {}
         self.bins = {
-            c.name: Bins(c, n_bins, max(n_bins, GRID_LIMIT), _density(densities.get(c.name)))
+            c.name: Bins(c, n_bins, self.grid_limit, _density(densities.get(c.name)))
             for c in self.features.columns
             if isinstance(c, Continuous)
         }
@@ -78,6 +82,10 @@ class TableTransformer:
         starts = np.concatenate([[0], np.cumsum(self.code_sizes)]).astype(int)
         self.spans: tuple[Span, ...] = tuple(Span(int(a), int(b)) for a, b in pairwise(starts))
         self.width = int(starts[-1])
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("grid_limit", max(state["n_bins"], GRID_LIMIT))  # (pickled before it)
+        self.__dict__.update(state)
 
     @property
     def densities(self) -> dict[str, list[float]]:

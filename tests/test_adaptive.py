@@ -62,10 +62,11 @@ def test_the_released_row_count_decides_whether_sampling_would_rake(monkeypatch)
     model = stand_in(8.0, 10_000)
     noise = planned_noise(model, model.privacy.marginals_fraction)
     monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", noise / 10_000)
-    assert not adaptive.moves_to_marginals(model)  # rakes: the share stays for the pairs
+    # Rakes: the share stays for the pairs.
+    assert not adaptive.moves_to_marginals(model, model.transformer.features)
     model.released_rows = 9_990  # (the same pairs are candidates: the same noise)
     assert planned_noise(model, model.privacy.marginals_fraction) == noise
-    assert adaptive.moves_to_marginals(model)
+    assert adaptive.moves_to_marginals(model, model.transformer.features)
 
 
 def test_the_share_moves_only_while_dp_sgd_keeps_what_the_shares_leave_it(monkeypatch):
@@ -85,7 +86,7 @@ def test_the_share_moves_only_while_dp_sgd_keeps_what_the_shares_leave_it(monkey
     assert others < spent < 1  # the threshold falls inside the range the densities can set
     for density_share, moves in ((spent - others - 1e-3, False), (spent - others + 1e-3, True)):
         model.privacy = PrivacyConfig(numeric_density_fraction=density_share)
-        assert adaptive.moves_to_marginals(model) == moves
+        assert adaptive.moves_to_marginals(model, model.transformer.features) == moves
 
 
 @pytest.mark.parametrize("epsilon", [1.0, 2.0, 8.0])
@@ -116,7 +117,7 @@ def test_moving_the_share_never_makes_a_released_count_noisier(epsilon, monkeypa
         before = planned_noise(model, privacy.marginals_fraction)
         after = planned_noise(model, larger)
         noisier.append(after > before)
-        moves.append(adaptive.moves_to_marginals(model))
+        moves.append(adaptive.moves_to_marginals(model, model.transformer.features))
         if moves[-1]:
             assert after <= before
     assert any(noisier) and not all(noisier)  # both cases were met

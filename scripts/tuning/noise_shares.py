@@ -40,6 +40,7 @@ from rdpgan import adaptive, sampler
 from rdpgan.cli import compose_run_config
 from rdpgan.config import RunConfig
 from rdpgan.data.loading import Table, load_split
+from rdpgan.data.schema import Schema
 from rdpgan.data.split import VALIDATION_KEY, split
 from rdpgan.synthesizer import DPCGAN
 from tuning.tune_adult import subsample
@@ -63,7 +64,7 @@ SETTINGS = [
 
 
 def releases(
-    decision: Callable[[DPCGAN], bool],
+    decision: Callable[[DPCGAN, Schema], bool],
     cfg: RunConfig,
     epsilon: float,
     table: Table,
@@ -91,8 +92,8 @@ def main() -> None:
     moved: list[bool] = []
     decide = adaptive.moves_to_marginals
 
-    def recorded(model: DPCGAN) -> bool:
-        moved.append(decide(model))
+    def recorded(model: DPCGAN, features: Schema) -> bool:
+        moved.append(decide(model, features))
         return moved[-1]
 
     for protocol, name, epsilon, n, positives in SETTINGS:
@@ -104,7 +105,7 @@ def main() -> None:
                 train_rows = subsample(train_rows, table, n, positives)
         model = releases(recorded, cfg, epsilon, table, train_rows)
         with mock.patch.object(sampler, "TILT_NOISE_LIMIT", math.inf):  # pairs however noisy
-            configured = releases(lambda model: False, cfg, epsilon, table, train_rows)
+            configured = releases(lambda model, features: False, cfg, epsilon, table, train_rows)
         noise = model.marginal_noise
         model.model_config = replace(model.model_config, sample_pool=None)  # the null rule
         rows.append(
