@@ -431,9 +431,9 @@ def scores_of(
         synthetic, validation, table.schema, table.target, table.positive_label, seed
     )
     row = {"validation_mean_auroc": round(scores.mean, 4)}
-    for resolution, prefix in (("quantile", "q_"), ("public", "")):
+    for cells, prefix in (("quantile", "q_"), ("public", "")):
         fidelity = fidelity_scores(
-            fit_rows, synthetic, table.schema, table.target, resolution=resolution
+            fit_rows, synthetic, table.schema, table.target, resolution=cells
         )
         row.update({prefix + k: round(fidelity[k], 4) for k in SCORES})
     return row
