@@ -10,7 +10,8 @@ protocol (80% of its train split, as ``tune_adult.py`` fits, and that script's s
 drawn from it) and on each data set's train split (as the grid fits). The release's noise is
 fresh OS entropy, so the released row count, and with it the share, moves slightly from run
 to run. Also whether each fit gave the adaptive pairs' share to the marginals (where it would
-not rake: ``rdpgan.adaptive.moves_to_marginals``), on the grid's tables and the development
+not rake: ``rdpgan.adaptive.moves_to_marginals``) and the numeric columns' resolution it
+planned (``rdpgan.resolution``), on the grid's tables and the development
 suite's (``RDPGAN_DATA_DIR`` must hold both), and the share with the split as configured
 (``share_configured_split``: the adaptive share kept, as runs before 348a1a7 had it, and the
 pairs kept wherever they link every column, however noisy, as runs before round 39's rule
@@ -35,6 +36,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: its folders
 from bench.machine_info import code_commit, machine_line
+from data.download_data import DEV_TABLES
 
 from rdpgan import adaptive, sampler
 from rdpgan.cli import compose_run_config
@@ -46,6 +48,7 @@ from rdpgan.synthesizer import DPCGAN
 from tuning.tune_adult import subsample
 
 OUT = Path(__file__).resolve().parents[2] / "results" / "noise_shares.csv"
+DEV_NAMES = [table.name for table in DEV_TABLES]
 # (protocol, data set, ε, rows, positives): rows None is the whole split.
 SETTINGS = [
     *(("validation", "adult", eps, None, None) for eps in (8.0, 3.0, 2.0, 1.0)),
@@ -55,11 +58,7 @@ SETTINGS = [
         for name in ("adult", "cervical", "creditcard")
         for eps in (8.0, 1.0)
     ),
-    *(
-        ("devsuite", name, eps, None, None)
-        for name in ("acs12", "creditcard_aer", "credit_data", "ames", "gss_wages")
-        for eps in (8.0, 1.0)
-    ),
+    *(("devsuite", name, eps, None, None) for name in DEV_NAMES for eps in (8.0, 1.0)),
 ]
 
 
@@ -120,6 +119,9 @@ def main() -> None:
                 "tilted": model.sampler.tilting(),
                 "raked_if_pool_null": model.sampler.raking_pool() > 1,
                 "adaptive_share_to_marginals": moved[-1],
+                # The numeric columns' resolution the fit planned (rdpgan.resolution).
+                "numeric_bins": model.transformer.n_bins,
+                "grid_limit": model.transformer.grid_limit,
                 "share_configured_split": float(
                     f"{configured.marginal_noise / configured.released_rows:.3g}"
                 ),
