@@ -900,11 +900,12 @@ def test_a_row_count_noisy_high_does_not_rule_out_a_column_that_holds_every_row(
     counts = SimpleNamespace(rows=2525.2, levels=levels)
     assert sum(levels["kind"].values()) < CONDITION_COVER * counts.rows  # the old rule's miss
     assert condition_column(counts, specs, (rows_noise, level_noise))[0] == "kind"
-    # 5% and 2 stds of the noise short: still chosen; 10 rows more left out: passed over.
-    slack = (1 - CONDITION_COVER) * counts.rows + CONDITION_NOISE * math.hypot(
-        rows_noise, level_noise * 2**0.5
-    )
-    for extra, chosen in ((-10.0, "kind"), (10.0, "city")):
+    # 5% of 2,525.2 rows (126.26) and 2 stds of what kind's 2 values leave out (the row
+    # count's and each value's: sqrt(50² + 2 × 13.3²) = 53.42) short: still chosen; a row
+    # more left out: passed over.
+    slack = 126.26 + 2 * 53.42
+    assert CONDITION_COVER == 0.95 and CONDITION_NOISE == 2
+    for extra, chosen in ((-1.0, "kind"), (1.0, "city")):
         short = counts.rows - slack - extra - levels["kind"]["a"]
         counts.levels = {**levels, "kind": {"a": levels["kind"]["a"], "b": short}}
         assert condition_column(counts, specs, (rows_noise, level_noise))[0] == chosen
