@@ -262,6 +262,7 @@ class FittedModel:
         model.transformer = TableTransformer(
             Schema.from_specs(meta["schema"]), meta["target"], bins, model.densities, grid_limit
         )
+        model.resolution = (model.transformer.n_bins, model.transformer.grid_limit)
         model.positive_label = meta["positive_label"]
         model.privacy_notes = list(meta.get("privacy_notes", []))
         model.label_probs = np.asarray(meta["label_probs"], dtype=float)

@@ -122,6 +122,15 @@ def numeric_densities(
     ]
 
 
+def planned_density_release(ledger: PrivacyLedger, epsilon: float) -> list[Release]:
+    """The numeric densities' release as :func:`numeric_densities` will record it (none
+    without privacy, or where the accountant cannot certify it), planned before the columns it
+    covers are known: its cost is its noise multiplier's alone, whatever its sensitivity."""
+    if not ledger.private or epsilon <= 0 or not affordable(ledger, epsilon):
+        return []
+    return [_gaussian_release(NUMERIC_DENSITIES, ledger.calibrate(1.0, 1, epsilon, alone=True), 1)]
+
+
 def pair_candidates(
     coarse_sizes: Sequence[int], total: float, ledger: PrivacyLedger, epsilon: float
 ) -> list[tuple[int, int]]:

@@ -18,22 +18,24 @@ import math
 
 from rdpgan import adaptive, measure
 from rdpgan.data.discretize import GRID_LIMIT
-from rdpgan.data.schema import Schema
+from rdpgan.data.schema import Continuous, Schema
 from rdpgan.fitted import FittedModel
 
 # A numeric column gets at most rows / (RESOLUTION_NOISE × the noise std of a count summed
 # over the classes) codes: on average, each code's rows at least this many stds of the noise
 # on their count (round 45 of results/tuning_fidelity.csv).
 RESOLUTION_NOISE = 1.5
-# Halving the bins stops here: a coarser column is cut more than the noise asks.
-MIN_BINS = 10
+# Halving the bins stops at the pair marginals' bins, which coarsen G's codes (a coarser
+# column would leave pair cells that no code fills).
+MIN_BINS = measure.PAIR_BINS
 
 
 def numeric_resolution(
     configured_bins: int, rows: float, classes: int, noise_std: float
 ) -> tuple[int, int]:
     """(Bins per wide numeric column, most values of an integer column coded one each): the
-    configured bins halved while they exceed the codes the noise affords, and integer columns
+    configured bins halved (not below :data:`MIN_BINS`) while they exceed the codes the noise
+    affords, and integer columns
     with more values than it affords cut into bins too. Never finer than configured."""
     grid_limit = max(configured_bins, GRID_LIMIT)
     if noise_std <= 0:
@@ -51,6 +53,11 @@ def planned_resolution(model: FittedModel, features: Schema, classes: int) -> tu
     assert model.ledger is not None
     noise = 0.0
     if model.model_config.marginal_weight > 0 and len(features.columns):
-        planned = adaptive.planned_marginals(model, features)
+        # The densities are released between this plan and the marginals wherever a numeric
+        # column may be cut into bins; their cost does not depend on how many are.
+        numeric = any(isinstance(column, Continuous) for column in features.columns)
+        epsilon = model.privacy.numeric_density_fraction * model.ledger.gaussian_budget()
+        pending = measure.planned_density_release(model.ledger, epsilon) if numeric else []
+        planned = adaptive.planned_marginals(model, features, pending)
         noise = measure.largest_noise(planned[:1])  # (the per-class tables come first)
     return numeric_resolution(model.model_config.numeric_bins, model.released_rows, classes, noise)

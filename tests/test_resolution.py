@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -43,26 +44,66 @@ def test_the_bins_stop_halving_at_the_floor_and_never_get_finer():
     assert numeric_resolution(1, 100, 2, 50.0) == (1, 1)  # (tune_adult's one-bin models)
 
 
+def fitted(epsilon: float, rows: int) -> DPCGAN:
+    """A default fit of the toy table's first ``rows`` rows, one training step."""
+    model = DPCGAN(epsilon=epsilon, seed=0, device="cpu", **ONE_STEP)
+    return model.fit(toy_table(rows), "y", SCHEMA)
+
+
 @pytest.fixture(scope="module")
-def coarse_model():
+def coarse_model() -> DPCGAN:
     """A fit whose per-class marginals are too noisy for 40 bins and 100 integer codes: the
     toy table's 1,200 rows at ε = 0.5."""
-    model = DPCGAN(epsilon=0.5, seed=0, device="cpu", **ONE_STEP)
-    return model.fit(toy_table(), "y", SCHEMA)
+    return fitted(0.5, 1200)
 
 
-def test_a_fit_codes_numbers_at_the_resolution_its_releases_afford(coarse_model):
-    """Planned before the marginals are drawn, at the noise they are then released with."""
-    model = coarse_model
+def resolution_of_recorded_noise(model: DPCGAN) -> tuple[int, int]:
+    """:func:`numeric_resolution` at the noise the per-class tables were released with."""
     per_class = next(r for r in model.ledger.releases if r.name == measure.MARGINALS)
     noise = per_class.noise_multiplier * per_class.details["sensitivity"]
-    expected = numeric_resolution(40, model.released_rows, 2, noise)
-    assert expected[0] < 40 and expected[1] < 100  # (the test's premise: a coarse plan)
+    return numeric_resolution(40, model.released_rows, 2, noise)
+
+
+@pytest.mark.parametrize(("epsilon", "rows"), [(0.5, 1200), (0.7, 1000), (0.7, 3000), (1.0, 300)])
+def test_a_fit_codes_numbers_at_the_resolution_its_releases_afford(epsilon, rows):
+    """Planned before the densities and the marginals are drawn, at the noise the marginals
+    are then released with: the plan counts the densities' release before them (at ε = 0.7,
+    a plan without it moved the adaptive pairs' share to the marginals, which the release
+    then did not, and coded 1,000 rows at (20, 37) for a noise that affords (20, 26))."""
+    model = fitted(epsilon, rows)
+    expected = resolution_of_recorded_noise(model)
     transformer = model.transformer
     assert (transformer.n_bins, transformer.grid_limit) == model.resolution == expected
+
+
+def test_a_coarse_plan_cuts_integer_columns_into_bins_with_densities(coarse_model):
+    bins, grid_limit = coarse_model.resolution
+    assert bins < 40 and grid_limit < 100  # (the test's premise: a coarse plan)
     # n's 100 integers are cut into the bins, so their densities are released.
-    assert "n" in transformer.wide_columns and "n" in model.densities
-    assert transformer.bins["n"].n_values <= expected[0]
+    assert "n" in coarse_model.transformer.wide_columns and "n" in coarse_model.densities
+    assert coarse_model.transformer.bins["n"].n_values <= bins
+
+
+def test_the_plan_reads_the_released_row_count_not_the_rows(monkeypatch):
+    """Two tables of 1,200 and 600 rows whose label counts are released alike (the release
+    patched to give the same vector) are coded alike: the plan sees no row, only releases."""
+    release = measure.label_counts
+
+    def released_alike(labels, n_classes, ledger, noise_multiplier, rng):
+        release(labels, n_classes, ledger, noise_multiplier, rng)  # (recorded as it is)
+        return np.array([600.0, 600.0])
+
+    monkeypatch.setattr(measure, "label_counts", released_alike)
+    plans = []
+    for rows in (1200, 600):
+        model = fitted(0.5, rows)
+        transformer = model.transformer
+        plans.append((model.resolution, transformer.wide_columns, transformer.code_sizes))
+    assert plans[0] == plans[1]
+    # (Else no test: at the smaller table's own row count the plan would differ.)
+    per_class = next(r for r in model.ledger.releases if r.name == measure.MARGINALS)
+    noise = per_class.noise_multiplier * per_class.details["sensitivity"]
+    assert plans[0][0] != numeric_resolution(40, 600, 2, noise)
 
 
 def test_a_saved_model_keeps_its_resolution(coarse_model, tmp_path):

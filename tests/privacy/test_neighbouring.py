@@ -78,6 +78,9 @@ SPECS = [
 ]
 SCHEMA = Schema.from_specs(SPECS)
 TRANSFORMER = TableTransformer(SCHEMA, "y")
+# A coarse plan (rdpgan.resolution): 20 bins, and k's 61 integers cut into them, with a density.
+COARSE = TableTransformer(SCHEMA, "y", 20, grid_limit=20)
+BOTH = pytest.mark.parametrize("transformer", [TRANSFORMER, COARSE], ids=["configured", "coarse"])
 
 
 def random_rows(rng: np.random.Generator, n: int) -> pd.DataFrame:
@@ -348,42 +351,53 @@ def spy_on_releases(monkeypatch) -> list[tuple[str, np.ndarray]]:
     return released
 
 
-def test_the_marginals_move_by_at_most_their_declared_sensitivity(monkeypatch):
-    """The stacked [class, code] tables of every feature: one row moves one cell of each."""
+@BOTH
+def test_the_marginals_move_by_at_most_their_declared_sensitivity(transformer, monkeypatch):
+    """The stacked [class, code] tables of every feature: one row moves one cell of each, at
+    any resolution."""
     released = spy_on_releases(monkeypatch)
     worst, declared = 0.0, set()
     for seed in range(200):
         released.clear()
         for table in neighbours(seed):
             ledger, noise = PrivacyLedger(8.0, 1e-5, "rdp"), ZeroNoise()
-            features, labels = encoded(table)
-            codes = TRANSFORMER.codes(features)
-            measure.marginals(codes, labels, TRANSFORMER.code_sizes, 2, ledger, 0.5, noise)
+            frame = SCHEMA.conform(table)
+            codes = transformer.codes(transformer.encode(frame))
+            labels = transformer.encode_labels(frame)
+            measure.marginals(codes, labels, transformer.code_sizes, 2, ledger, 0.5, noise)
             declared.add(assert_noise_matches_the_ledger(noise, ledger))
         worst = max(worst, float(np.linalg.norm(released[1][1] - released[0][1])))
     (sensitivity,) = declared
-    assert sensitivity == pytest.approx(math.sqrt(len(TRANSFORMER.code_sizes)))
+    assert sensitivity == pytest.approx(math.sqrt(len(transformer.code_sizes)))
     assert worst <= sensitivity + SLACK
     assert worst == pytest.approx(sensitivity)  # every added row reaches the bound: it is tight
 
 
-def test_the_numeric_densities_move_by_at_most_their_declared_sensitivity(monkeypatch):
+@pytest.mark.parametrize(
+    ("transformer", "wide"),
+    [(TRANSFORMER, ["x", "n", "w"]), (COARSE, ["x", "n", "k", "w"])],
+    ids=["configured", "coarse"],
+)
+def test_the_numeric_densities_move_by_at_most_their_declared_sensitivity(
+    transformer, wide, monkeypatch
+):
     """Every level of every wide column's hierarchical histogram, stacked: one row moves one
     cell of each level of each column where its value is in a value code (none at a point
-    mass or missing, and a clipped extreme still lands in one cell)."""
+    mass or missing, and a clipped extreme still lands in one cell). Under a coarse plan an
+    integer column with a point mass (k) is cut into bins and measured too."""
     released = spy_on_releases(monkeypatch)
-    assert TRANSFORMER.wide_columns == ["x", "n", "w"]
+    assert transformer.wide_columns == wide
     worst, declared = 0.0, set()
     for seed in range(200):
         released.clear()
         for table in neighbours(seed):
             ledger, noise = PrivacyLedger(8.0, 1e-5, "rdp"), ZeroNoise()
-            positions = TRANSFORMER.positions(SCHEMA.conform(table))
+            positions = transformer.positions(SCHEMA.conform(table))
             measure.numeric_densities(positions, ledger, 0.5, noise)
             declared.add(assert_noise_matches_the_ledger(noise, ledger))
         worst = max(worst, float(np.linalg.norm(released[1][1] - released[0][1])))
     (sensitivity,) = declared
-    assert sensitivity == pytest.approx(math.sqrt(3 * measure.DENSITY_LEVELS))
+    assert sensitivity == pytest.approx(math.sqrt(len(wide) * measure.DENSITY_LEVELS))
     assert worst <= sensitivity + SLACK
     assert worst == pytest.approx(sensitivity)  # a row in every column's values reaches it
 
