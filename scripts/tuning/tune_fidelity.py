@@ -310,6 +310,10 @@ CANDIDATES: dict[str, list[str]] = {
     "default46": [],
     "resolution_off46": [],
     "resolution1_46": [],
+    # Round 47 (acs12 at ε = 1, still behind AIM on its test split with round 46's rule): round
+    # 41's pooled tables on top of the rule.
+    "default47": [],
+    "pooled50_47": [],
 }
 
 
@@ -400,6 +404,7 @@ PATCHES: dict[str, list[tuple[Any, str, object]]] = {
     "coarse20_no_densities45": [(transform, "GRID_LIMIT", 20)],
     "resolution_off46": [(resolution, "RESOLUTION_NOISE", 1e-12)],
     "resolution1_46": [(resolution, "RESOLUTION_NOISE", 1.0)],
+    "pooled50_47": [(measure, "marginals", PooledShare(0.5))],
 }
 
 
