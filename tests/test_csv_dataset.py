@@ -21,6 +21,7 @@ from rdpgan.data.schema import Schema
 from rdpgan.data.target import one_vs_rest
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
+from rdpgan.privacy import private_schema as private_schema_module
 from rdpgan.privacy.ledger import SEEDED_NOTE, recompute_epsilon
 from rdpgan.privacy.mechanisms.partition import tail_cost
 from rdpgan.privacy.mechanisms.tree import DENSITY_LEVELS, level_counts, tree_split
@@ -32,6 +33,7 @@ from rdpgan.privacy.private_schema import (
     share_range,
 )
 from rdpgan.privacy.schema import bounds as schema_bounds
+from rdpgan.privacy.schema import counts as schema_counts
 from rdpgan.privacy.schema.bounds import TAIL_SHARE, band_range, tail_share, within_reach
 from rdpgan.privacy.schema.counts import counts_sensitivity
 from rdpgan.privacy.schema.kinds import (
@@ -909,6 +911,35 @@ def test_a_row_count_noisy_high_does_not_rule_out_a_column_that_holds_every_row(
         short = counts.rows - slack - extra - levels["kind"]["a"]
         counts.levels = {**levels, "kind": {"a": levels["kind"]["a"], "b": short}}
         assert condition_column(counts, specs, (rows_noise, level_noise))[0] == chosen
+
+
+def test_a_private_schema_covers_a_condition_column_with_the_noise_of_its_release(monkeypatch):
+    """What ``condition_column`` allows for is release 1's noise as recorded: the row count's
+    std (a median of the profiles' totals) and a value count's (weighed counts, unweighed)."""
+    seen = []
+    real = private_schema_module.condition_column
+
+    def spy(counts, specs, noise):
+        seen.append((counts, noise))
+        return real(counts, specs, noise)
+
+    monkeypatch.setattr(private_schema_module, "condition_column", spy)
+    rng = np.random.default_rng(8)
+    frame = pd.DataFrame(
+        {"skewed": rng.choice(["u", "v"], 3000, p=[0.9, 0.1]), "even": rng.choice(["p", "q"], 3000)}
+    ).astype(object)
+    _, release = private_schema(
+        frame,
+        DatasetConfig(name="t", file=""),
+        SchemaConfig(source="private"),
+        SchemaBudget(20.0, 1e-5),
+        np.random.default_rng(0),
+    )
+    (record,) = [r for r in release.releases if r.name == "schema"]
+    std = record.noise_multiplier * record.details["sensitivity"]
+    ((counts, noise),) = seen
+    assert noise == pytest.approx((counts.rows_std(std), std / schema_counts.VALUE_WEIGHT))
+    assert noise[0] != pytest.approx(std) and noise[1] != pytest.approx(std)  # (else no test)
 
 
 def test_the_condition_column_is_the_most_even_released_one_that_holds_the_rows():
