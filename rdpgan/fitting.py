@@ -171,7 +171,7 @@ def _release_marginals(
             noise_limit=sampler.TILT_NOISE_LIMIT,
         )
         model.marginal_noise = measure.marginal_noise(model.ledger)
-        if fraction == model.privacy.marginals_fraction:
+        if fraction == model.privacy.marginals_fraction:  # (not moved: the pairs keep theirs)
             adaptive.reserve(model)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from rdpgan import adaptive, measure
-from rdpgan.data.discretize import GRID_LIMIT
+from rdpgan.data.discretize import configured_grid_limit
 from rdpgan.data.schema import Continuous, Schema
 from rdpgan.fitted import FittedModel
 
@@ -35,9 +35,9 @@ def numeric_resolution(
 ) -> tuple[int, int]:
     """(Bins per wide numeric column, most values of an integer column coded one each): the
     configured bins halved (not below :data:`MIN_BINS`) while they exceed the codes the noise
-    affords, and integer columns
-    with more values than it affords cut into bins too. Never finer than configured."""
-    grid_limit = max(configured_bins, GRID_LIMIT)
+    affords, and integer columns with more values than it affords cut into bins too. Never
+    finer than configured."""
+    grid_limit = configured_grid_limit(configured_bins)
     if noise_std <= 0:
         return configured_bins, grid_limit
     affordable = rows / (RESOLUTION_NOISE * noise_std * math.sqrt(classes))

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from rdpgan.data.discretize import GRID_LIMIT, Bins
+from rdpgan.data.discretize import Bins, configured_grid_limit
 from rdpgan.data.schema import Categorical, Continuous, Schema
 
 #: Bins per wide numeric column; 40 nests the 20 bins of the fidelity metrics and the pair
@@ -59,9 +59,9 @@ class TableTransformer:
         self.schema = schema
         self.target = target
         self.n_bins = n_bins
-        #: Integer columns with at most this many values get a code per value (default
-        #: GRID_LIMIT, or n_bins if more); the others are cut into n_bins bins.
-        self.grid_limit = max(n_bins, GRID_LIMIT) if grid_limit is None else grid_limit
+        #: Integer columns with at most this many values get a code per value (default:
+        #: configured_grid_limit); the others are cut into n_bins bins.
+        self.grid_limit = configured_grid_limit(n_bins) if grid_limit is None else grid_limit
         self.label_column: Categorical = label_column
         self.features = schema.without(target)
         densities = densities or {}
@@ -84,7 +84,7 @@ class TableTransformer:
         self.width = int(starts[-1])
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        state.setdefault("grid_limit", max(state["n_bins"], GRID_LIMIT))  # (pickled before it)
+        state.setdefault("grid_limit", configured_grid_limit(state["n_bins"]))  # (pickled before)
         self.__dict__.update(state)
 
     @property

@@ -36,6 +36,12 @@ EDGE_MARGIN = 1e-6
 GRID_LIMIT = 100
 
 
+def configured_grid_limit(n_bins: int) -> int:
+    """The most integer values coded one each at ``n_bins`` bins, unless a plan says fewer
+    (:mod:`rdpgan.resolution`): :data:`GRID_LIMIT`, or the bins if more."""
+    return max(n_bins, GRID_LIMIT)
+
+
 @dataclass(frozen=True)
 class Bins:
     """The codes of one continuous column at a given resolution.
