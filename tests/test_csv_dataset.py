@@ -42,12 +42,14 @@ from rdpgan.privacy.schema.kinds import (
     MOST_POINT_MASSES,
     NO_VALUE_RELEASED,
     OTHER,
+    SPIKE_SHARE,
     column_kind,
     condition_column,
     levels_spec,
     missing_spelling,
 )
 from rdpgan.privacy.schema.profiles import BANDS, LOWEST_BAND, Profile
+from rdpgan.resolution import MIN_BINS
 from rdpgan.runs import load_run_tables, release_run_tables
 from tests.conftest import FAST, run_cli, train_cli
 
@@ -367,6 +369,34 @@ def test_released_decimals_that_hold_most_of_a_column_become_its_point_masses():
     codes = bins.codes(spikes)[0]
     assert (codes >= bins.n_values).all()  # each on a code of its own
     np.testing.assert_array_equal(bins.values(codes), spikes)  # decoded exactly
+
+
+def test_a_spike_of_an_integer_column_keeps_its_code_when_the_column_is_cut_into_bins():
+    """acs12's hours a week (1..99, 44% of workers on 40), coded one code per value, keeps 40
+    exact only while it stays so: at epsilon 1 the noise cuts it into 20 bins
+    (rdpgan.resolution), and 40 came back spread over 40..43. A released value holding
+    SPIKE_SHARE of the numbers gets a code of its own; one just under it, or a column spread
+    evenly, none."""
+    assert SPIKE_SHARE == 1 / MIN_BINS  # a spike is larger than a bin at the coarsest plan
+    rng = np.random.default_rng(4)
+    rows = 20_000
+    # (Within 1..90, so that the released bounds leave at most GRID_LIMIT integers.)
+    hours = np.where(rng.random(rows) < 0.44, 40, rng.integers(1, 91, rows))
+    hours[:1000] = 20  # 1000 + about 0.6% of the uniform rest: 5.6% of rows, over the share
+    near = np.where(rng.random(rows) < 0.035, 60, rng.integers(1, 91, rows))  # 3.5 + 1.1%
+    ages = rng.integers(18, 90, rows)
+    frame = pd.DataFrame({"h": hours, "n": near, "a": ages, "y": ["p", "q"] * (rows // 2)})
+    schema = private(frame.astype(str), 8.0)[1].schema
+    assert schema["h"].point_masses == (20.0, 40.0)
+    assert schema["n"].point_masses == () and schema["a"].point_masses == ()
+    binned = Bins(schema["h"], MIN_BINS, grid_limit=MIN_BINS)
+    assert not binned.on_grid
+    codes = binned.codes(np.array([20.0, 40.0, 41.0]))[0]
+    assert (codes[:2] >= binned.n_values).all() and codes[2] < binned.n_values
+    np.testing.assert_array_equal(binned.values(codes[:2]), [20.0, 40.0])
+    on_grid = Bins(schema["h"], 40, grid_limit=100)
+    assert on_grid.on_grid  # and exact either way
+    np.testing.assert_array_equal(on_grid.values(on_grid.codes(np.array([40.0]))[0]), [40.0])
 
 
 def test_an_unnamed_two_class_target_scores_its_later_class():

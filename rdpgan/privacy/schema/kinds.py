@@ -54,8 +54,14 @@ NO_VALUE_RELEASED = "no value released (unique per row, or too rare for the nois
 # numbers gets a code at each of them, up to MOST_POINT_MASSES (the most frequent): its
 # synthetic values land exactly on them (TV16's lemprac, 34 decimals, a quarter of the rows on
 # -0.619, came back as 36,125 distinct values). An integer column the generator encodes one
-# code per value (GRID_LIMIT) is exact already.
+# code per value (GRID_LIMIT) is exact as long as it stays so.
 POINT_MASS_COVER = 0.5
+# Any released value that alone holds this share of a numeric column's numbers gets a code of
+# its own, also in an integer column coded one code per value: where the noise makes
+# rdpgan.resolution cut such a column into bins (at least its MIN_BINS = 20, each about 5% of
+# the rows), a spike larger than a bin would be spread over the bin's values (acs12's hours a
+# week, 44% of workers on 40, at epsilon 1).
+SPIKE_SHARE = 0.05
 # A table without a named target conditions on a released categorical column of at most
 # CONDITION_CLASSES values that hold CONDITION_COVER of its rows, short of CONDITION_NOISE
 # stds of the noise of what they leave out (:func:`condition_column`): a noisy row count
@@ -113,9 +119,10 @@ def released_point_masses(
 ) -> list[float]:
     """The released values of a numeric column within [lo, hi] that get codes of their own:
     the :data:`MOST_POINT_MASSES` most frequent, when together they hold
-    :data:`POINT_MASS_COVER` of its numbers (by noisy counts; none for dates, nor for an
-    integer column the generator encodes one code per value). Post-processing."""
-    if profile.date_format is not None or (integer and hi - lo + 1 <= GRID_LIMIT):
+    :data:`POINT_MASS_COVER` of its numbers, and else (or in an integer column the generator
+    may code one code per value) those that alone hold :data:`SPIKE_SHARE` of them; by noisy
+    counts, none for dates. Post-processing."""
+    if profile.date_format is not None:
         return []
     found: dict[float, float] = {}
     for value, count in levels.items():
@@ -124,8 +131,9 @@ def released_point_masses(
         if whole and lo <= number <= hi and not (profile.zero_code and number == 0.0):
             found[number] = found.get(number, 0.0) + count
     top = sorted(found.items(), key=lambda item: -item[1])[:MOST_POINT_MASSES]
-    if sum(count for _, count in top) < POINT_MASS_COVER * profile.numbers:
-        return []
+    per_value = integer and hi - lo + 1 <= GRID_LIMIT
+    if per_value or sum(count for _, count in top) < POINT_MASS_COVER * profile.numbers:
+        top = [(number, count) for number, count in top if count >= SPIKE_SHARE * profile.numbers]
     return sorted(number for number, _ in top)
 
 
@@ -139,7 +147,7 @@ def numeric_spec(
     """A numeric column's spec: integer-ness and a point mass at 0 from its profile (a date's
     format: whole days, or a time of day), its released bounds (integers outward for an
     integer column; 0 inside with a point mass), and a point mass at each of its released
-    ``levels`` where they hold most of it (:func:`released_point_masses`)."""
+    ``levels`` that hold most of it, or alone a share of it (:func:`released_point_masses`)."""
     lo, hi = bounds
     date_format = profile.date_format
     integer = profile.is_integer if date_format is None else not has_time(date_format)
