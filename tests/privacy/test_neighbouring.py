@@ -9,7 +9,8 @@ what is compared is the noiseless quantity the mechanism adds noise to.
   critics, batches larger than the expected batch, and empty batches): the clipped sum of
   per-pair gradients changes by exactly x's own clipped pair gradient, so by at most C in L2.
 - Each sampling-rate-1 release: the label histogram (L2 sensitivity 1), the marginals (every
-  feature's [class, code] counts, sqrt(features)), the pair selection's utilities (1, with the
+  feature's [class, code] counts, sqrt(features); released as weight × counts under a coarse
+  plan, the root sum of the squared weights), the pair selection's utilities (1, with the
   epsilon its exponential mechanisms use charged), the pair marginals (sqrt(pairs)), and the
   private schema's queries on raw cells: value profiles, candidate counts, the stability
   histogram's counts and the quantile scores (sensitivity 1 each, with the epsilons and deltas
@@ -337,14 +338,20 @@ def test_the_label_histogram_moves_by_at_most_its_declared_sensitivity():
 
 
 def spy_on_releases(monkeypatch) -> list[tuple[str, np.ndarray]]:
-    """Record every table release as it comes out of ``measure._gaussian_tables`` (with
-    ``ZeroNoise``: the noiseless released vector), by name, stacked, whatever query made it."""
+    """Record every table release of ``measure._gaussian_tables``, by name, stacked, whatever
+    query made it: the vector its noise is added to (each table times its weight where the
+    release weighs them), once checked to be what comes out (with ``ZeroNoise``; up to the
+    rounding of a weighted count to the release's public grid, post-processing)."""
     released: list[tuple[str, np.ndarray]] = []
     release = measure._gaussian_tables
 
-    def spy(name, tables, *args):
-        out = release(name, tables, *args)
-        released.append((name, np.concatenate([table.ravel() for table, _ in out])))
+    def spy(name, tables, ledger, epsilon, rng, weights=None):
+        out = release(name, tables, ledger, epsilon, rng, weights)
+        weights = np.ones(len(out)) if weights is None else weights
+        for table, (noiseless, std) in zip(tables, out, strict=True):
+            np.testing.assert_allclose(noiseless, table, rtol=0, atol=std / 100)
+        stacked = [w * table.ravel() for w, table in zip(weights, tables, strict=True)]
+        released.append((name, np.concatenate(stacked)))
         return out
 
     monkeypatch.setattr(measure, "_gaussian_tables", spy)
@@ -369,6 +376,36 @@ def test_the_marginals_move_by_at_most_their_declared_sensitivity(transformer, m
         worst = max(worst, float(np.linalg.norm(released[1][1] - released[0][1])))
     (sensitivity,) = declared
     assert sensitivity == pytest.approx(math.sqrt(len(transformer.code_sizes)))
+    assert worst <= sensitivity + SLACK
+    assert worst == pytest.approx(sensitivity)  # every added row reaches the bound: it is tight
+
+
+@BOTH
+def test_the_weighted_marginals_move_by_at_most_their_declared_sensitivity(
+    transformer, monkeypatch
+):
+    """Released as weight × counts (a coarse plan's weights: cells^(1/3), the fewest at 1):
+    one row moves one cell of each table, so the weighted stack by the root sum of the
+    squared weights, which the ledger declares and the noise is drawn for."""
+    released = spy_on_releases(monkeypatch)
+    cells = np.array([2 * size for size in transformer.code_sizes], dtype=float)
+    weights = (cells / cells.min()) ** (1 / 3)
+    assert weights.max() > 1.5  # (the test's premise: weights that differ)
+    worst, declared = 0.0, set()
+    for seed in range(200):
+        released.clear()
+        for table in neighbours(seed):
+            ledger, noise = PrivacyLedger(8.0, 1e-5, "rdp"), ZeroNoise()
+            frame = SCHEMA.conform(table)
+            codes = transformer.codes(transformer.encode(frame))
+            labels = transformer.encode_labels(frame)
+            sizes = transformer.code_sizes
+            measure.marginals(codes, labels, sizes, 2, ledger, 0.5, noise, weighted=True)
+            declared.add(assert_noise_matches_the_ledger(noise, ledger))
+            assert ledger.releases[-1].details["weights"] == pytest.approx(weights.tolist())
+        worst = max(worst, float(np.linalg.norm(released[1][1] - released[0][1])))
+    (sensitivity,) = declared
+    assert sensitivity == pytest.approx(math.sqrt(np.sum(weights**2)))
     assert worst <= sensitivity + SLACK
     assert worst == pytest.approx(sensitivity)  # every added row reaches the bound: it is tight
 
