@@ -59,6 +59,9 @@ PAIR_BINS = 20
 # A pair is a candidate only if cells × noise std ≤ this × rows: at a small epsilon a large
 # table (16 × 16 education codes) would be mostly noise, which G and raking would then learn.
 PAIR_NOISE_LIMIT = 0.5
+# Where the noise limits the codes, table i of the per-class marginals gets noise std ∝
+# cells_i^(-CELL_WEIGHT_POWER) (:func:`cell_weights`): 1/3 minimises the sum of cells × std.
+CELL_WEIGHT_POWER = 1.0 / 3.0
 # Pairs beyond the spanning forest, as a share of its edges: a tree links every column but
 # leaves most strong dependences (education with marital status, ...) to G alone.
 EXTRA_PAIRS = 1.0
@@ -337,15 +340,15 @@ def marginals(
 
 
 def cell_weights(cells: Sequence[int]) -> np.ndarray:
-    """Per table, (its cells / the fewest of any)^(1/3): released as weight × counts under one
-    noise std, a table's own std is that over its weight.
+    """Per table, (its cells / the fewest of any)^:data:`CELL_WEIGHT_POWER`: released as
+    weight × counts under one noise std, a table's own std is that over its weight.
 
     Where the noise swamps the counts, a table's error grows with its cells × its noise std;
     at a fixed cost (the sum of 1 / std^2), std ∝ cells^(-1/3) minimises the sum of those
     errors, so a numeric column's 60 cells get less noise than a binary column's 6 (round 48
     of results/tuning_fidelity.csv). Public: the cells follow from the schema and the plan."""
     sizes = np.asarray(cells, dtype=float)
-    return (sizes / sizes.min()) ** (1.0 / 3.0)
+    return (sizes / sizes.min()) ** CELL_WEIGHT_POWER
 
 
 def pair_counts(
