@@ -74,7 +74,10 @@ NUMERIC_DENSITIES = "numeric_densities"
 
 def marginal_noise(ledger: PrivacyLedger) -> float:
     """The standard deviation of the noise on one released count of the marginals (the most
-    over their releases; 0 when they are exact): public, read from the ledger."""
+    over their releases and, where the per-class tables are weighted, over those tables: the
+    fewest cells' table; 0 when they are exact): public, read from the ledger. The tilt and
+    raking read it as one std for all, an upper bound for a weighted release's wider tables,
+    whose own stds the self-check reads (:class:`rdpgan.selfcheck.NoiseStds`)."""
     return largest_noise(ledger.releases)
 
 
@@ -346,7 +349,8 @@ def cell_weights(cells: Sequence[int]) -> np.ndarray:
     Where the noise swamps the counts, a table's error grows with its cells × its noise std;
     at a fixed cost (the sum of 1 / std^2), std ∝ cells^(-1/3) minimises the sum of those
     errors, so a numeric column's 60 cells get less noise than a binary column's 6 (round 48
-    of results/tuning_fidelity.csv). Public: the cells follow from the schema and the plan."""
+    of results/tuning_fidelity.csv). Public: the cells follow from the schema, the plan and
+    the released densities (which merge bins)."""
     sizes = np.asarray(cells, dtype=float)
     return (sizes / sizes.min()) ** CELL_WEIGHT_POWER
 

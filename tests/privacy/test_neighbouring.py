@@ -44,6 +44,7 @@ from rdpgan.models import Discriminator, Generator
 from rdpgan.privacy import private_schema as private_schema_module
 from rdpgan.privacy.dp_sgd import DPSGD
 from rdpgan.privacy.ledger import PrivacyLedger, Release
+from rdpgan.privacy.mechanisms.gaussian import snap_grid
 from rdpgan.privacy.private_schema import SchemaBudget
 from rdpgan.privacy.randomness import SecretRandomness, exact_sample_rate
 from rdpgan.privacy.schema import bounds as schema_bounds
@@ -339,22 +340,38 @@ def test_the_label_histogram_moves_by_at_most_its_declared_sensitivity():
 
 def spy_on_releases(monkeypatch) -> list[tuple[str, np.ndarray]]:
     """Record every table release of ``measure._gaussian_tables``, by name, stacked, whatever
-    query made it: the vector its noise is added to (each table times its weight where the
-    release weighs them), once checked to be what comes out (with ``ZeroNoise``; up to the
-    rounding of a weighted count to the release's public grid, post-processing)."""
+    query made it: the exact vector its one Gaussian draw (``measure.noisy_tables``) adds
+    noise to, each table times its weight where the release weighs them. With ``ZeroNoise``
+    both what the draw returns and what the release returns (times the weights) must be that
+    vector, up to rounding to the release's public grid."""
     released: list[tuple[str, np.ndarray]] = []
-    release = measure._gaussian_tables
+    release, draw = measure._gaussian_tables, measure.noisy_tables
+    grids: list[float] = []
 
-    def spy(name, tables, ledger, epsilon, rng, weights=None):
+    def named(name, tables, ledger, epsilon, rng, weights=None):
         out = release(name, tables, ledger, epsilon, rng, weights)
-        weights = np.ones(len(out)) if weights is None else weights
-        for table, (noiseless, std) in zip(tables, out, strict=True):
-            np.testing.assert_allclose(noiseless, table, rtol=0, atol=std / 100)
-        stacked = [w * table.ravel() for w, table in zip(weights, tables, strict=True)]
-        released.append((name, np.concatenate(stacked)))
+        if ledger.private:
+            (grid,) = grids
+            grids.clear()
+            weights = np.ones(len(out)) if weights is None else np.asarray(weights)
+            returned = [w * table.ravel() for w, (table, _) in zip(weights, out, strict=True)]
+            np.testing.assert_allclose(
+                np.concatenate(returned), released[-1][1], rtol=0, atol=grid / 2 + 1e-9
+            )
+            released[-1] = (name, released[-1][1])
         return out
 
-    monkeypatch.setattr(measure, "_gaussian_tables", spy)
+    def drawn(tables, std, rng):
+        out = draw(tables, std, rng)
+        stacked = np.concatenate([table.ravel() for table in tables])
+        noiseless = np.concatenate([table.ravel() for table in out])
+        np.testing.assert_allclose(noiseless, stacked, rtol=0, atol=snap_grid(std) / 2 + 1e-9)
+        grids.append(snap_grid(std))
+        released.append(("unnamed", stacked))
+        return out
+
+    monkeypatch.setattr(measure, "_gaussian_tables", named)
+    monkeypatch.setattr(measure, "noisy_tables", drawn)
     return released
 
 
