@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,6 +44,7 @@ from rdpgan.config import RunConfig
 from rdpgan.data.loading import Table, load_split
 from rdpgan.data.schema import Schema
 from rdpgan.data.split import VALIDATION_KEY, split
+from rdpgan.privacy.ledger import Release
 from rdpgan.synthesizer import DPCGAN
 from tuning.tune_adult import subsample
 
@@ -94,9 +95,12 @@ def main() -> None:
     moved: list[bool] = []
     decide = adaptive.moves_to_marginals
 
-    def recorded(model: DPCGAN, features: Schema) -> bool:
-        moved.append(decide(model, features))
+    def recorded(model: DPCGAN, features: Schema, pending: Sequence[Release] = ()) -> bool:
+        moved.append(decide(model, features, pending))
         return moved[-1]
+
+    def kept(model: DPCGAN, features: Schema, pending: Sequence[Release] = ()) -> bool:
+        return False
 
     for protocol, name, epsilon, n, positives in SETTINGS:
         cfg = compose_run_config([f"dataset={name}", f"delta={DELTAS.get(name, 1e-5)}"])
@@ -107,7 +111,7 @@ def main() -> None:
                 train_rows = subsample(train_rows, table, n, positives)
         model = releases(recorded, cfg, epsilon, table, train_rows)
         with mock.patch.object(sampler, "TILT_NOISE_LIMIT", math.inf):  # pairs however noisy
-            configured = releases(lambda model, features: False, cfg, epsilon, table, train_rows)
+            configured = releases(kept, cfg, epsilon, table, train_rows)
         noise = model.marginal_noise
         model.model_config = replace(model.model_config, sample_pool=None)  # the null rule
         rows.append(
