@@ -82,7 +82,6 @@ SCHEMA = Schema.from_specs(SPECS)
 TRANSFORMER = TableTransformer(SCHEMA, "y")
 # A coarse plan (rdpgan.resolution): 20 bins, and k's 61 integers cut into them, with a density.
 COARSE = TableTransformer(SCHEMA, "y", 20, grid_limit=20)
-BOTH = pytest.mark.parametrize("transformer", [TRANSFORMER, COARSE], ids=["configured", "coarse"])
 
 
 def random_rows(rng: np.random.Generator, n: int) -> pd.DataFrame:
@@ -375,37 +374,22 @@ def spy_on_releases(monkeypatch) -> list[tuple[str, np.ndarray]]:
     return released
 
 
-@BOTH
-def test_the_marginals_move_by_at_most_their_declared_sensitivity(transformer, monkeypatch):
+@pytest.mark.parametrize(
+    ("transformer", "weighted"),
+    [(TRANSFORMER, False), (COARSE, False), (COARSE, True)],
+    ids=["configured", "coarse", "coarse-weighted"],
+)
+def test_the_marginals_move_by_at_most_their_declared_sensitivity(
+    transformer, weighted, monkeypatch
+):
     """The stacked [class, code] tables of every feature: one row moves one cell of each, at
-    any resolution."""
-    released = spy_on_releases(monkeypatch)
-    worst, declared = 0.0, set()
-    for seed in range(200):
-        released.clear()
-        for table in neighbours(seed):
-            ledger, noise = PrivacyLedger(8.0, 1e-5, "rdp"), ZeroNoise()
-            frame = SCHEMA.conform(table)
-            codes = transformer.codes(transformer.encode(frame))
-            labels = transformer.encode_labels(frame)
-            measure.marginals(codes, labels, transformer.code_sizes, 2, ledger, 0.5, noise)
-            declared.add(assert_noise_matches_the_ledger(noise, ledger))
-        worst = max(worst, float(np.linalg.norm(released[1][1] - released[0][1])))
-    (sensitivity,) = declared
-    assert sensitivity == pytest.approx(math.sqrt(len(transformer.code_sizes)))
-    assert worst <= sensitivity + SLACK
-    assert worst == pytest.approx(sensitivity)  # every added row reaches the bound: it is tight
-
-
-def test_the_weighted_marginals_move_by_at_most_their_declared_sensitivity(monkeypatch):
-    """Released as weight × counts (a coarse plan's weights: cells^(1/3), the fewest at 1):
-    one row moves one cell of each table, so the weighted stack by the root sum of the
-    squared weights, which the ledger declares and the noise is drawn for."""
-    transformer = COARSE  # (weighted only where the plan is coarse)
+    any resolution; released as weight × counts (a coarse plan's weights: cells^(1/3), the
+    fewest at 1), the weighted stack by the root sum of the squared weights, which the ledger
+    declares and the noise is drawn for."""
     released = spy_on_releases(monkeypatch)
     cells = np.array([2 * size for size in transformer.code_sizes], dtype=float)
-    weights = (cells / cells.min()) ** (1 / 3)
-    assert weights.max() > 1.5  # (the test's premise: weights that differ)
+    weights = (cells / cells.min()) ** (1 / 3) if weighted else np.ones(len(cells))
+    assert not weighted or weights.max() > 1.5  # (the test's premise: weights that differ)
     worst, declared = 0.0, set()
     for seed in range(200):
         released.clear()
@@ -415,9 +399,10 @@ def test_the_weighted_marginals_move_by_at_most_their_declared_sensitivity(monke
             codes = transformer.codes(transformer.encode(frame))
             labels = transformer.encode_labels(frame)
             sizes = transformer.code_sizes
-            measure.marginals(codes, labels, sizes, 2, ledger, 0.5, noise, weighted=True)
+            measure.marginals(codes, labels, sizes, 2, ledger, 0.5, noise, weighted=weighted)
             declared.add(assert_noise_matches_the_ledger(noise, ledger))
-            assert ledger.releases[-1].details["weights"] == pytest.approx(weights.tolist())
+            recorded = ledger.releases[-1].details.get("weights", [1.0] * len(cells))
+            assert recorded == pytest.approx(weights.tolist())
         worst = max(worst, float(np.linalg.norm(released[1][1] - released[0][1])))
     (sensitivity,) = declared
     assert sensitivity == pytest.approx(math.sqrt(np.sum(weights**2)))
