@@ -127,7 +127,8 @@ def released_point_masses(
     found: dict[float, float] = {}
     for value, count in levels.items():
         number = float(value) if is_number(str(value)) else math.nan
-        whole = not integer or number == round(number)  # (a 2.5 in an integer column: no)
+        # (A token such as "N" is no number; a 2.5 in an integer column is no whole one.)
+        whole = math.isfinite(number) and (not integer or number == round(number))
         if whole and lo <= number <= hi and not (profile.zero_code and number == 0.0):
             found[number] = found.get(number, 0.0) + count
     top = sorted(found.items(), key=lambda item: -item[1])[:MOST_POINT_MASSES]
