@@ -169,7 +169,6 @@ def _release_marginals(
             noise,
             configured=model.privacy.marginals_fraction,
             noise_limit=sampler.TILT_NOISE_LIMIT,
-            weighted=resolution.noise_limited(model.resolution, model.model_config.numeric_bins),
         )
         model.marginal_noise = measure.marginal_noise(model.ledger)
         if fraction == model.privacy.marginals_fraction:  # (not moved: the pairs keep theirs)

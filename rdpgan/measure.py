@@ -59,9 +59,6 @@ PAIR_BINS = 20
 # A pair is a candidate only if cells × noise std ≤ this × rows: at a small epsilon a large
 # table (16 × 16 education codes) would be mostly noise, which G and raking would then learn.
 PAIR_NOISE_LIMIT = 0.5
-# Where the noise limits the codes, table i of the per-class marginals gets noise std ∝
-# cells_i^(-CELL_WEIGHT_POWER) (:func:`cell_weights`): 1/3 minimises the sum of cells × std.
-CELL_WEIGHT_POWER = 1.0 / 3.0
 # Pairs beyond the spanning forest, as a share of its edges: a tree links every column but
 # leaves most strong dependences (education with marital status, ...) to G alone.
 EXTRA_PAIRS = 1.0
@@ -74,10 +71,7 @@ NUMERIC_DENSITIES = "numeric_densities"
 
 def marginal_noise(ledger: PrivacyLedger) -> float:
     """The standard deviation of the noise on one released count of the marginals (the most
-    over their releases and, where the per-class tables are weighted, over those tables: the
-    fewest cells' table; 0 when they are exact): public, read from the ledger. The tilt and
-    raking read it as one std for all, an upper bound for a weighted release's wider tables,
-    whose own stds the self-check reads (:class:`rdpgan.selfcheck.NoiseStds`)."""
+    over their releases; 0 when they are exact): public, read from the ledger."""
     return largest_noise(ledger.releases)
 
 
@@ -176,11 +170,9 @@ def release_marginals(
     rng: np.random.Generator,
     configured: float | None = None,
     noise_limit: float | None = None,
-    weighted: bool = False,
 ) -> Marginals:
     """The marginals G learns from, target first: every feature's distribution per class
-    (``fraction`` / 2 of the budget; with ``weighted``, each table's noise set by its cells:
-    :func:`cell_weights`), then pairs of features chosen privately among the
+    (``fraction`` / 2 of the budget), then pairs of features chosen privately among the
     candidates (``selection_fraction``; see :func:`select_pairs`) and their joint distributions
     (``fraction`` / 2). Where the candidate pairs at the ``configured`` share (default
     ``fraction``; see :func:`_marginal_shares`) do not link every column, or where the
@@ -196,7 +188,7 @@ def release_marginals(
     candidates, share = _marginal_shares(
         coarse_sizes, total, ledger, fraction, configured, noise_limit
     )
-    by_class = marginals(codes, labels, sizes, len(label_probs), ledger, share, rng, weighted)
+    by_class = marginals(codes, labels, sizes, len(label_probs), ledger, share, rng)
     if not candidates:
         return Marginals(by_class, [], [], [])
     maps = transformer.coarse_maps(PAIR_BINS)
@@ -327,32 +319,16 @@ def marginals(
     ledger: PrivacyLedger,
     epsilon: float,
     rng: np.random.Generator,
-    weighted: bool = False,
 ) -> list[np.ndarray]:
     """Per feature column, [class, code]: the code distribution within each class.
 
     One row adds one count to one cell of each of the k tables, so the stacked tables move by
     sqrt(k) in L2: the Gaussian mechanism with sigma calibrated so that this release on its
-    own costs ``epsilon`` (the ledger composes it with the rest). ``weighted``: each table's
-    noise set by its cells (:func:`cell_weights`), at the same cost.
+    own costs ``epsilon`` (the ledger composes it with the rest).
     """
     tables = marginal_counts(codes, labels, code_sizes, n_classes)
-    weights = cell_weights([table.size for table in tables]) if weighted else None
-    released = _gaussian_tables(MARGINALS, tables, ledger, epsilon, rng, weights)
+    released = _gaussian_tables(MARGINALS, tables, ledger, epsilon, rng)
     return [conditional_distributions(t, std) for t, std in released]
-
-
-def cell_weights(cells: Sequence[int]) -> np.ndarray:
-    """Per table, (its cells / the fewest of any)^:data:`CELL_WEIGHT_POWER`: released as
-    weight × counts under one noise std, a table's own std is that over its weight.
-
-    Where the noise swamps the counts, a table's error grows with its cells × its noise std;
-    at a fixed cost (the sum of 1 / std^2), std ∝ cells^(-1/3) minimises the sum of those
-    errors, so a numeric column's 60 cells get less noise than a binary column's 6 (round 48
-    of results/tuning_fidelity.csv). Public: the cells follow from the schema, the plan and
-    the released densities (which merge bins)."""
-    sizes = np.asarray(cells, dtype=float)
-    return (sizes / sizes.min()) ** CELL_WEIGHT_POWER
 
 
 def pair_counts(
@@ -467,51 +443,30 @@ def _gaussian_tables(
     ledger: PrivacyLedger,
     epsilon: float,
     rng: np.random.Generator,
-    weights: np.ndarray | None = None,
 ) -> list[tuple[np.ndarray, float]]:
     """(noisy table, noise std) per table. Every row adds one count to one cell of each table,
-    so the stacked tables (each times its weight, 1 without ``weights``) move by the root sum
-    of squared weights in L2; one noise draw covers them all."""
+    so the stacked tables move by sqrt(len(tables)) in L2; one noise draw covers them all."""
     assert tables, "a release of no table would charge for nothing"
     if not ledger.private:
         ledger.warn(f"{name} used exactly, without noise (privacy=none)")
         return [(t, 0.0) for t in tables]
     sigma = ledger.calibrate(1.0, 1, epsilon, alone=True)
-    release = _gaussian_release(name, sigma, len(tables), weights)
-    ledger.record(release)
-    return _noisy_tables(tables, sigma * float(release.details["sensitivity"]), rng, weights)
+    ledger.record(_gaussian_release(name, sigma, len(tables)))
+    return _noisy_tables(tables, sigma * math.sqrt(len(tables)), rng)
 
 
-def _gaussian_release(
-    name: str, sigma: float, tables: int, weights: np.ndarray | None = None
-) -> Release:
+def _gaussian_release(name: str, sigma: float, tables: int) -> Release:
     """The record of ``tables`` count tables released at once with noise multiplier ``sigma``:
-    every row adds one count to one cell of each, so they move by sqrt(tables) in L2, or,
-    released as ``weights`` × counts, by sqrt(sum of squared weights)."""
-    if weights is None:
-        details: dict[str, object] = {"sensitivity": math.sqrt(tables), "tables": tables}
-    else:
-        # (Weights of at least 1: no table is noisier than multiplier × sensitivity, which
-        # marginal_noise reads as the largest.)
-        assert len(weights) == tables and min(weights) >= 1.0
-        sensitivity = math.sqrt(float(np.sum(np.square(weights))))
-        weighed = list(map(float, weights))
-        details = {"sensitivity": sensitivity, "tables": tables, "weights": weighed}
+    every row adds one count to one cell of each, so they move by sqrt(tables) in L2."""
+    details = {"sensitivity": math.sqrt(tables), "tables": tables}
     return Release(name, "gaussian", sigma, 1.0, 1, details)
 
 
 def _noisy_tables(
-    tables: list[np.ndarray],
-    std: float,
-    rng: np.random.Generator,
-    weights: np.ndarray | None = None,
+    tables: list[np.ndarray], std: float, rng: np.random.Generator
 ) -> list[tuple[np.ndarray, float]]:
-    """Each table plus N(0, std^2) per cell (one draw for all), with ``std``; with
-    ``weights``, each weight × table plus that noise, divided back: N(0, (std / weight)^2)."""
-    if weights is None:
-        return [(noisy, std) for noisy in noisy_tables(tables, std, rng)]
-    scaled = noisy_tables([w * t for w, t in zip(weights, tables, strict=True)], std, rng)
-    return [(noisy / w, std / w) for noisy, w in zip(scaled, weights, strict=True)]
+    """Each table plus N(0, std^2) per cell (one draw for all), with ``std``."""
+    return [(noisy, std) for noisy in noisy_tables(tables, std, rng)]
 
 
 def reserve_adaptive_pairs(

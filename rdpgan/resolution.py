@@ -61,11 +61,3 @@ def planned_resolution(model: FittedModel, features: Schema, classes: int) -> tu
         planned = adaptive.planned_marginals(model, features, pending)
         noise = measure.largest_noise(planned[:1])  # (the per-class tables come first)
     return numeric_resolution(model.model_config.numeric_bins, model.released_rows, classes, noise)
-
-
-def noise_limited(resolution: tuple[int, int], configured_bins: int) -> bool:
-    """Whether the plan is coarser than configured (fewer bins, or fewer integer values coded
-    one each, whether or not a column has that many): there the noise swamps the per-class
-    tables' counts, and each table's error grows with its cells × its noise, so the tables are
-    released at noise set by their cells (:func:`rdpgan.measure.cell_weights`)."""
-    return tuple(resolution) != (configured_bins, configured_grid_limit(configured_bins))

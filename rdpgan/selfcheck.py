@@ -49,14 +49,11 @@ class ReleaseGap:
 
 @dataclass(frozen=True)
 class NoiseStds:
-    """The standard deviation of the noise on one released count, per release (0: exact);
-    with ``marginal_weights``, one per-class table's is ``marginals`` over its weight
-    (:func:`rdpgan.measure.cell_weights`)."""
+    """The standard deviation of the noise on one released count, per release (0: exact)."""
 
     marginals: float
     pairs: float
     adaptive_pairs: float
-    marginal_weights: tuple[float, ...] = ()
 
     @classmethod
     def from_ledger(cls, ledger: PrivacyLedger | None, fallback: float) -> NoiseStds:
@@ -69,9 +66,7 @@ class NoiseStds:
                 return fallback if ledger is None or ledger.private else 0.0
             return float(release.noise_multiplier) * float(release.details["sensitivity"])
 
-        per_class = ledger.find(MARGINALS) if ledger is not None else None
-        weights = () if per_class is None else tuple(per_class.details.get("weights", ()))
-        return cls(std(MARGINALS), std(PAIR_MARGINALS), std(ADAPTIVE_PAIRS), weights)
+        return cls(std(MARGINALS), std(PAIR_MARGINALS), std(ADAPTIVE_PAIRS))
 
 
 def release_gaps(
@@ -93,9 +88,7 @@ def release_gaps(
     class_rows = probs * released_rows
     gaps = []
     per_class = []
-    weights = noise.marginal_weights or (1.0,) * len(marginals.by_class)
     for column, released in enumerate(marginals.by_class):
-        count_std = noise.marginals / weights[column]
         for c in range(released.shape[0]):
             synthetic = codes[labels == c, column]
             per_class.append(
@@ -103,7 +96,7 @@ def release_gaps(
                     released[c],
                     _shares(synthetic, released.shape[1]),
                     len(synthetic),
-                    count_std / max(class_rows[c], 1.0),
+                    noise.marginals / max(class_rows[c], 1.0),
                     f"{names[column]} in class {c if classes is None else classes[c]}",
                 )
             )

@@ -4,7 +4,6 @@ marginals' noise allows, planned from released values only, and kept by a saved 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -59,10 +58,9 @@ def coarse_model() -> DPCGAN:
 
 
 def resolution_of_recorded_noise(model: DPCGAN) -> tuple[int, int]:
-    """:func:`numeric_resolution` at the noise the per-class tables were released with, at one
-    std for all (the plan comes first; a coarse one then sets each table's by its cells)."""
+    """:func:`numeric_resolution` at the noise the per-class tables were released with."""
     per_class = next(r for r in model.ledger.releases if r.name == measure.MARGINALS)
-    noise = per_class.noise_multiplier * math.sqrt(per_class.details["tables"])
+    noise = per_class.noise_multiplier * per_class.details["sensitivity"]
     return numeric_resolution(40, model.released_rows, 2, noise)
 
 
@@ -76,20 +74,6 @@ def test_a_fit_codes_numbers_at_the_resolution_its_releases_afford(epsilon, rows
     expected = resolution_of_recorded_noise(model)
     transformer = model.transformer
     assert (transformer.n_bins, transformer.grid_limit) == model.resolution == expected
-
-
-def test_a_coarse_plan_sets_each_per_class_table_s_noise_by_its_cells(coarse_model):
-    """Where the plan is coarser than configured, the noise swamps the counts: each table is
-    released as cells^(1/3) × counts (the fewest cells at 1), the cost of one std for all."""
-    per_class = coarse_model.ledger.find(measure.MARGINALS)
-    sizes = [2 * size for size in coarse_model.transformer.code_sizes]
-    weights = (np.array(sizes) / min(sizes)) ** (1 / 3)
-    assert per_class.details["weights"] == pytest.approx(weights.tolist())
-    assert per_class.details["sensitivity"] == pytest.approx(math.sqrt(np.sum(weights**2)))
-    assert len(set(sizes)) > 1 and min(per_class.details["weights"]) == 1.0
-    precise = fitted(8.0, 3000)  # the configured resolution: one std for all
-    assert precise.resolution == (40, GRID_LIMIT)
-    assert "weights" not in precise.ledger.find(measure.MARGINALS).details
 
 
 def test_a_coarse_plan_cuts_integer_columns_into_bins_with_densities(coarse_model):

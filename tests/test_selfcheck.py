@@ -113,30 +113,3 @@ def test_each_release_is_measured_in_its_own_noise(ledger_noise):
     ledger.record(Release(MARGINALS, "gaussian", 2.0, 1.0, 1, {"sensitivity": 1.5}))
     ledger.record(Release(PAIR_MARGINALS, "gaussian", ledger_noise, 1.0, 1, {"sensitivity": 2.0}))
     assert NoiseStds.from_ledger(ledger, 7.0) == NoiseStds(3.0, 2 * ledger_noise, 7.0)
-
-
-def test_a_weighted_release_measures_each_table_in_its_own_noise():
-    """Per-class tables released as weight × counts (a coarse plan's): table i's count noise
-    is the release's over its weight, so rows 800 off in column a's class 1 sit further off
-    at weight 2 than at weight 1 (the rows' own spread is the same: under 2 times)."""
-    from rdpgan.privacy.ledger import PrivacyLedger, Release
-
-    ledger = PrivacyLedger(8.0, 1e-5, "rdp")
-    details = {"sensitivity": 5**0.5, "tables": 2, "weights": [2.0, 1.0]}
-    ledger.record(Release(MARGINALS, "gaussian", 100.0 / 5**0.5, 1.0, 1, details))
-    stds = NoiseStds.from_ledger(ledger, 99.0)
-    assert stds.marginals == pytest.approx(100.0) and stds.marginal_weights == (2.0, 1.0)
-    rng = np.random.default_rng(0)
-    codes, labels = rows_from(released_marginals(), rng)
-    moved = np.flatnonzero((labels == 1) & (codes[:, 0] == 2))[:800]
-    codes[moved, 0] = 0
-    marginals = released_marginals()
-    weighted = release_gaps(marginals, stds, LABEL_PROBS, ROWS, codes, labels, ["a", "b"])[0]
-    plain = release_gaps(
-        marginals, NoiseStds(100.0, 100.0, 100.0), LABEL_PROBS, ROWS, codes, labels, ["a", "b"]
-    )[0]
-    assert weighted.where == plain.where == "a in class 1"
-    # (A share's noise 100 / 8,000 rows, against the rows' own spread of 0.0055: 1.6 times.)
-    assert 1.5 * plain.worst < weighted.worst < 2 * plain.worst
-    even = NoiseStds(100.0, 100.0, 100.0, (1.0, 1.0))
-    assert release_gaps(marginals, even, LABEL_PROBS, ROWS, codes, labels, ["a", "b"])[0] == plain

@@ -59,8 +59,7 @@ FLOOR = 1e-4  # a profile's probability floor in the naive Bayes score
 
 def marginals_noise(frame: pd.DataFrame, table: Table, epsilon: float) -> float:
     """The noise std on one count of the ``marginals`` release of a default fit of ``frame``
-    at ``epsilon`` (its ledger's noise multiplier times the release's sensitivity: where a
-    coarse plan weighs the tables, that of the fewest cells', the coarse profiles' here)."""
+    at ``epsilon`` (its ledger's noise multiplier times the release's sensitivity)."""
     model = DPCGAN(epsilon=epsilon, train=TrainConfig(steps=1, progress=False), device="cpu")
     model.fit(frame, table.target, table.schema, table.positive_label)
     release = model.ledger.find("marginals")

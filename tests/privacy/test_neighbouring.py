@@ -9,8 +9,7 @@ what is compared is the noiseless quantity the mechanism adds noise to.
   critics, batches larger than the expected batch, and empty batches): the clipped sum of
   per-pair gradients changes by exactly x's own clipped pair gradient, so by at most C in L2.
 - Each sampling-rate-1 release: the label histogram (L2 sensitivity 1), the marginals (every
-  feature's [class, code] counts, sqrt(features); released as weight × counts under a coarse
-  plan, the root sum of the squared weights), the pair selection's utilities (1, with the
+  feature's [class, code] counts, sqrt(features)), the pair selection's utilities (1, with the
   epsilon its exponential mechanisms use charged), the pair marginals (sqrt(pairs)), and the
   private schema's queries on raw cells: value profiles, candidate counts, the stability
   histogram's counts and the quantile scores (sensitivity 1 each, with the epsilons and deltas
@@ -82,6 +81,7 @@ SCHEMA = Schema.from_specs(SPECS)
 TRANSFORMER = TableTransformer(SCHEMA, "y")
 # A coarse plan (rdpgan.resolution): 20 bins, and k's 61 integers cut into them, with a density.
 COARSE = TableTransformer(SCHEMA, "y", 20, grid_limit=20)
+BOTH = pytest.mark.parametrize("transformer", [TRANSFORMER, COARSE], ids=["configured", "coarse"])
 
 
 def random_rows(rng: np.random.Generator, n: int) -> pd.DataFrame:
@@ -340,23 +340,20 @@ def test_the_label_histogram_moves_by_at_most_its_declared_sensitivity():
 def spy_on_releases(monkeypatch) -> list[tuple[str, np.ndarray]]:
     """Record every table release of ``measure._gaussian_tables``, by name, stacked, whatever
     query made it: the exact vector its one Gaussian draw (``measure.noisy_tables``) adds
-    noise to, each table times its weight where the release weighs them. With ``ZeroNoise``
-    both what the draw returns and what the release returns (times the weights) must be that
-    vector, up to rounding to the release's public grid."""
+    noise to. With ``ZeroNoise`` both what the draw returns and what the release returns must
+    be that vector, up to rounding to the release's public grid (post-processing): a shift
+    after the draw, or a query other than the one drawn for, fails."""
     released: list[tuple[str, np.ndarray]] = []
     release, draw = measure._gaussian_tables, measure.noisy_tables
     grids: list[float] = []
 
-    def named(name, tables, ledger, epsilon, rng, weights=None):
-        out = release(name, tables, ledger, epsilon, rng, weights)
+    def named(name, tables, ledger, *args):
+        out = release(name, tables, ledger, *args)
         if ledger.private:
             (grid,) = grids
             grids.clear()
-            weights = np.ones(len(out)) if weights is None else np.asarray(weights)
-            returned = [w * table.ravel() for w, (table, _) in zip(weights, out, strict=True)]
-            np.testing.assert_allclose(
-                np.concatenate(returned), released[-1][1], rtol=0, atol=grid / 2 + 1e-9
-            )
+            returned = np.concatenate([table.ravel() for table, _ in out])
+            np.testing.assert_allclose(returned, released[-1][1], rtol=0, atol=grid / 2 + 1e-9)
             released[-1] = (name, released[-1][1])
         return out
 
@@ -374,22 +371,11 @@ def spy_on_releases(monkeypatch) -> list[tuple[str, np.ndarray]]:
     return released
 
 
-@pytest.mark.parametrize(
-    ("transformer", "weighted"),
-    [(TRANSFORMER, False), (COARSE, False), (COARSE, True)],
-    ids=["configured", "coarse", "coarse-weighted"],
-)
-def test_the_marginals_move_by_at_most_their_declared_sensitivity(
-    transformer, weighted, monkeypatch
-):
+@BOTH
+def test_the_marginals_move_by_at_most_their_declared_sensitivity(transformer, monkeypatch):
     """The stacked [class, code] tables of every feature: one row moves one cell of each, at
-    any resolution; released as weight × counts (a coarse plan's weights: cells^(1/3), the
-    fewest at 1), the weighted stack by the root sum of the squared weights, which the ledger
-    declares and the noise is drawn for."""
+    any resolution."""
     released = spy_on_releases(monkeypatch)
-    cells = np.array([2 * size for size in transformer.code_sizes], dtype=float)
-    weights = (cells / cells.min()) ** (1 / 3) if weighted else np.ones(len(cells))
-    assert not weighted or weights.max() > 1.5  # (the test's premise: weights that differ)
     worst, declared = 0.0, set()
     for seed in range(200):
         released.clear()
@@ -398,14 +384,11 @@ def test_the_marginals_move_by_at_most_their_declared_sensitivity(
             frame = SCHEMA.conform(table)
             codes = transformer.codes(transformer.encode(frame))
             labels = transformer.encode_labels(frame)
-            sizes = transformer.code_sizes
-            measure.marginals(codes, labels, sizes, 2, ledger, 0.5, noise, weighted=weighted)
+            measure.marginals(codes, labels, transformer.code_sizes, 2, ledger, 0.5, noise)
             declared.add(assert_noise_matches_the_ledger(noise, ledger))
-            recorded = ledger.releases[-1].details.get("weights", [1.0] * len(cells))
-            assert recorded == pytest.approx(weights.tolist())
         worst = max(worst, float(np.linalg.norm(released[1][1] - released[0][1])))
     (sensitivity,) = declared
-    assert sensitivity == pytest.approx(math.sqrt(np.sum(weights**2)))
+    assert sensitivity == pytest.approx(math.sqrt(len(transformer.code_sizes)))
     assert worst <= sensitivity + SLACK
     assert worst == pytest.approx(sensitivity)  # every added row reaches the bound: it is tight
 
