@@ -348,7 +348,25 @@ CANDIDATES: dict[str, list[str]] = {
 PER_CLASS_MARGINALS = measure.marginals
 
 
-class PooledShare:
+class ExperimentalMarginals:
+    """A stand-in for ``measure.marginals`` that a candidate patches in: the package's exact
+    tables without privacy, else :meth:`release` of the [class, code] count tables at the
+    noise multiplier that costs ``epsilon`` on its own."""
+
+    def __call__(
+        self, codes, labels, code_sizes, n_classes, ledger, epsilon, rng
+    ) -> list[np.ndarray]:
+        if not ledger.private:
+            return PER_CLASS_MARGINALS(codes, labels, code_sizes, n_classes, ledger, epsilon, rng)
+        tables = measure.marginal_counts(codes, labels, code_sizes, n_classes)
+        sigma = ledger.calibrate(1.0, 1, epsilon, alone=True)
+        return self.release(tables, sigma, ledger, rng)
+
+    def release(self, tables, sigma, ledger, rng) -> list[np.ndarray]:
+        raise NotImplementedError
+
+
+class PooledShare(ExperimentalMarginals):
     """An experimental ``measure.marginals``: of its release's zCDP, ``1 - share`` measures the
     per-class tables and ``share`` the pooled tables (each column's counts over all classes).
 
@@ -372,13 +390,7 @@ class PooledShare:
     def __repr__(self) -> str:
         return f"PooledShare({self.share})"
 
-    def __call__(
-        self, codes, labels, code_sizes, n_classes, ledger, epsilon, rng
-    ) -> list[np.ndarray]:
-        if not ledger.private:
-            return PER_CLASS_MARGINALS(codes, labels, code_sizes, n_classes, ledger, epsilon, rng)
-        tables = measure.marginal_counts(codes, labels, code_sizes, n_classes)
-        sigma = ledger.calibrate(1.0, 1, epsilon, alone=True)
+    def release(self, tables, sigma, ledger, rng) -> list[np.ndarray]:
         release = measure._gaussian_release(measure.MARGINALS, sigma, len(tables))
         release.details["pooled_share"] = self.share  # (the ledger says what was drawn)
         ledger.record(release)
@@ -405,7 +417,7 @@ class PooledShare:
         return out
 
 
-class CellWeighted:
+class CellWeighted(ExperimentalMarginals):
     """An experimental ``measure.marginals`` (rounds 48-49): table i released at noise std
     sigma·S/w_i, with w_i = (its cells / the fewest cells of any)^``power`` and S = sqrt(sum
     of w_i^2).
@@ -425,16 +437,10 @@ class CellWeighted:
     def __repr__(self) -> str:
         return f"CellWeighted({self.power:.4g})"
 
-    def __call__(
-        self, codes, labels, code_sizes, n_classes, ledger, epsilon, rng
-    ) -> list[np.ndarray]:
-        if not ledger.private:
-            return PER_CLASS_MARGINALS(codes, labels, code_sizes, n_classes, ledger, epsilon, rng)
-        tables = measure.marginal_counts(codes, labels, code_sizes, n_classes)
+    def release(self, tables, sigma, ledger, rng) -> list[np.ndarray]:
         cells = np.array([t.size for t in tables], dtype=float)
         weights = (cells / cells.min()) ** self.power
         sensitivity = float(np.sqrt((weights**2).sum()))
-        sigma = ledger.calibrate(1.0, 1, epsilon, alone=True)
         release = measure._gaussian_release(measure.MARGINALS, sigma, len(tables))
         release.details.update(sensitivity=sensitivity, weights=weights.tolist())
         ledger.record(release)
