@@ -140,7 +140,7 @@ def _release_densities(
     column, with ``privacy.numeric_density_fraction`` 0, or where the accountant cannot
     certify so small a share: all public facts)."""
     assert model.ledger is not None
-    epsilon = model.privacy.numeric_density_fraction * model.ledger.gaussian_budget()
+    epsilon = resolution.density_epsilon(model)
     if not positions or epsilon <= 0 or not measure.affordable(model.ledger, epsilon):
         return {}
     densities = measure.numeric_densities(positions, model.ledger, epsilon, noise)

@@ -56,8 +56,16 @@ def planned_resolution(model: FittedModel, features: Schema, classes: int) -> tu
         # The densities are released between this plan and the marginals wherever a numeric
         # column may be cut into bins; their cost does not depend on how many are.
         numeric = any(isinstance(column, Continuous) for column in features.columns)
-        epsilon = model.privacy.numeric_density_fraction * model.ledger.gaussian_budget()
+        epsilon = density_epsilon(model)
         pending = measure.planned_density_release(model.ledger, epsilon) if numeric else []
         planned = adaptive.planned_marginals(model, features, pending)
         noise = measure.largest_noise(planned[:1])  # (the per-class tables come first)
     return numeric_resolution(model.model_config.numeric_bins, model.released_rows, classes, noise)
+
+
+def density_epsilon(model: FittedModel) -> float:
+    """What the numeric densities' release costs on its own: ``privacy.numeric_density_fraction``
+    of what the Gaussian releases may spend. The plan above counts it and the fit releases it
+    (:func:`rdpgan.fitting._release_densities`), both from here, so the two cannot differ."""
+    assert model.ledger is not None
+    return model.privacy.numeric_density_fraction * model.ledger.gaussian_budget()
