@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from tests.conftest import run_script as forked_script
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-from bench.benchmark import append_rows, read_rows  # noqa: E402
+from bench.results_rows import read_rows  # noqa: E402
 from reports.report_benchmark import fidelity_table, grid_bar  # noqa: E402
 
 TINY_SETTINGS = [
@@ -92,30 +92,30 @@ def test_grid_slice_runs_resumes_and_reports(tmp_path, data_dir):
     assert (results / "fidelity_vs_epsilon.png").stat().st_size > 1000
 
 
-def assert_each_cell_landed_once(results: Path) -> None:
-    """Both methods' 2 repeats of the launcher tests' grid: one row each, none lost."""
+def assert_each_cell_landed_once(results: Path, repeats: int) -> None:
+    """Both methods' ``repeats`` repeats of the launcher tests' grid: one row each, none lost,
+    and each split's real reference computed once."""
     runs = pd.read_csv(results / "bench_cervical.csv")
     assert sorted(zip(runs["method"], runs["repeat"], strict=True)) == [
-        ("cgan", 0),
-        ("cgan", 1),
-        ("rdp_cgan", 0),
-        ("rdp_cgan", 1),
+        (method, repeat) for method in ("cgan", "rdp_cgan") for repeat in range(repeats)
     ]
     real = pd.read_csv(results / "bench_real_cervical.csv")
-    assert sorted(real["repeat"]) == [0, 1]  # each split's reference computed once
+    assert sorted(real["repeat"]) == list(range(repeats))
 
 
 def test_grid_runs_under_the_joblib_launcher(tmp_path, data_dir):
     """Hydra's joblib launcher fans the cells out over 2 processes; their rows all land, each
-    once (the CSV append is locked), as with the basic launcher."""
+    once (the CSV append is locked), as with the basic launcher. One repeat: both cells start
+    together and need the same split's real reference, which one computes while the other
+    waits for it (its own lock)."""
     results = tmp_path / "results"
     grid = cervical_grid(
-        tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "epsilon=8", "repeats=2"
+        tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "epsilon=8", "repeats=1"
     )
     run = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Joblib.Parallel(n_jobs=2" in run.stdout + run.stderr
-    assert_each_cell_landed_once(results)
+    assert_each_cell_landed_once(results, repeats=1)
 
 
 def test_parallel_epsilon_jobs_run_the_cgan_cell_once(tmp_path, data_dir):
@@ -153,7 +153,7 @@ def test_grid_runs_under_the_ray_launcher(tmp_path, data_dir):
     log = run.stdout + run.stderr
     assert "Ray Launcher is launching 2 jobs" in log
     assert "'num_cpus': 2" in log  # ray.init got the settings, not a default instance
-    assert_each_cell_landed_once(results)
+    assert_each_cell_landed_once(results, repeats=2)
 
 
 def test_fidelity_table_puts_quantile_scores_beside_public_ones_and_copes_without_them():
@@ -309,22 +309,24 @@ def test_a_commit_of_digits_alone_reads_back_as_text(tmp_path):
     assert read_rows(path)["commit"].tolist() == ["1081613", "0123456", "fb1dab3"]
 
 
-def _append_many(path: Path, writer: int) -> None:
-    for i in range(25):
-        append_rows(path, [{"writer": writer, "i": i, "commit": "0123456"}])
-
-
 def test_results_rows_appended_at_once_by_several_jobs_are_all_kept(tmp_path):
     """The tuning scripts and the benchmark's launcher workers append to one CSV at once: a
-    read-modify-write without the lock loses rows."""
+    read-modify-write without the lock loses rows. Three processes started together, each
+    importing only the rows module, append 25 rows each."""
     path = tmp_path / "rows.csv"
-    context = multiprocessing.get_context("spawn")  # (no fork of a process with threads)
-    jobs = [context.Process(target=_append_many, args=(path, k)) for k in range(3)]
+    writer = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from pathlib import Path; from bench.results_rows import append_rows\n"
+        "for i in range(25):\n"
+        "    append_rows(Path(sys.argv[2]), "
+        "[{'writer': int(sys.argv[3]), 'i': i, 'commit': '0123456'}])"
+    )
+    jobs = [
+        subprocess.Popen([sys.executable, "-c", writer, str(REPO / "scripts"), str(path), str(k)])
+        for k in range(3)
+    ]
     for job in jobs:
-        job.start()
-    for job in jobs:
-        job.join(timeout=120)
-        assert job.exitcode == 0  # a crashed writer would only show as missing rows
+        assert job.wait(timeout=120) == 0  # a crashed writer would only show as missing rows
     rows = read_rows(path)
     assert sorted(zip(rows["writer"], rows["i"], strict=True)) == [
         (k, i) for k in range(3) for i in range(25)

@@ -19,6 +19,7 @@ from rdpgan.privacy.dp_sgd import DPSGD
 from rdpgan.privacy.ledger import PrivacyLedger
 from rdpgan.privacy.randomness import FIT_STREAM, SecretRandomness
 from rdpgan.synthesizer import DPCGAN
+from tests.conftest import run_cli
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
 ROWS = torch.arange(30, dtype=torch.float32).reshape(10, 3) / 10 - 1
@@ -52,8 +53,8 @@ def one_step(
 
 WORKER = """
 import sys, torch, torch.distributed as dist
-sys.path.insert(0, {tests!r})
-from test_distributed import ROWS, NOISE_SEED, one_step
+sys.path.insert(0, {repo!r})
+from tests.test_distributed import ROWS, NOISE_SEED, one_step
 from rdpgan import distributed
 from rdpgan.privacy.randomness import SecretRandomness
 distributed.start(torch.device("cpu"))
@@ -70,7 +71,7 @@ def test_a_step_on_two_ranks_is_the_step_on_all_rows_with_one_noise_draw(tmp_pat
     parameters are those of one process stepping on all rows with that same noise (and not
     with twice the noise, or rank 1's, or a per-rank mean, or from rank 1's own start)."""
     script = tmp_path / "worker.py"
-    script.write_text(WORKER.format(tests=str(Path(__file__).parent)))
+    script.write_text(WORKER.format(repo=str(Path(__file__).parent.parent)))
     out = tmp_path / "params.pt"
     run = subprocess.run(
         [*TORCHRUN, str(script), str(out)],
@@ -151,13 +152,7 @@ SMALL = [
 def test_torchrun_training_ledger_equals_one_process_and_only_rank_zero_writes(tmp_path, data_dir):
     env = {**os.environ, "RDPGAN_DATA_DIR": str(data_dir), "OMP_NUM_THREADS": "1"}
     module = ["-m", "rdpgan.train", *SMALL]
-    single = subprocess.run(
-        [sys.executable, *module, f"hydra.run.dir={tmp_path / 'one'}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    single = run_cli("train", [*SMALL, f"hydra.run.dir={tmp_path / 'one'}"], tmp_path, env)
     assert single.returncode == 0, single.stderr[-3000:]
     parallel = subprocess.run(
         [*TORCHRUN, *module, f"hydra.run.dir={tmp_path / 'two'}/${{oc.env:RANK}}"],

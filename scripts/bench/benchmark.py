@@ -33,12 +33,11 @@ with the select-measure rounds it ran in ``rounds_run``.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,6 +53,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bench import marginal_peers  # scripts/, beside this file
 from bench.machine_info import code_commit, machine_line
+from bench.results_rows import append_rows, locked, read_rows
 from rdpgan.cli import compose_run_config, existing_files, remove_new_files
 from rdpgan.data.loading import Table, load_split
 from rdpgan.data.schema import Continuous, Schema
@@ -96,32 +96,6 @@ class BenchmarkConfig:
 
 
 ConfigStore.instance().store(name="benchmark_schema", node=BenchmarkConfig)
-
-
-@contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Serialise read-modify-write of a results CSV across parallel launcher workers."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def read_rows(path: Path) -> pd.DataFrame:
-    """A results CSV's rows, commits as text (a hash of digits alone would read as a number)."""
-    return pd.read_csv(path, dtype={"commit": str}) if path.is_file() else pd.DataFrame()
-
-
-def append_rows(path: Path, rows: list[dict]) -> pd.DataFrame:
-    """``path``'s rows with ``rows`` added, written back atomically under its lock (jobs that
-    append to one CSV at once lose no row); returns them all."""
-    with locked(path):
-        done = pd.concat([read_rows(path), pd.DataFrame(rows)], ignore_index=True)
-        atomic_write(path, lambda tmp: done.to_csv(tmp, index=False))
-    return done
 
 
 # A key older rows do not have, read as what they ran: the default training schedule.

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: its folders
-from bench.benchmark import read_rows
+from bench.results_rows import read_rows
 
 from rdpgan.io import atomic_write
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: its folders
-from bench.benchmark import append_rows
 from bench.machine_info import code_commit, machine_line
+from bench.results_rows import append_rows
 
 from rdpgan.cli import compose_run_config
 from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig

@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: its folders
-from bench.benchmark import append_rows
 from bench.machine_info import code_commit, machine_line
+from bench.results_rows import append_rows
 from data.download_data import DEV_TABLES
 
 from rdpgan import measure, resolution, transform

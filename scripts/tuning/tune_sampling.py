@@ -33,8 +33,8 @@ from unittest import mock
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: its folders
-from bench.benchmark import append_rows
 from bench.machine_info import code_commit, machine_line
+from bench.results_rows import append_rows
 
 from rdpgan import sampler as sampler_module
 from rdpgan.data.schema import Continuous
