@@ -132,9 +132,12 @@ def _gap(name: str, tables: Sequence[tuple[np.ndarray, np.ndarray, int, float, s
     label) per table, as one release's gaps."""
     worst, where, squares, cells = 0.0, "", 0.0, 0
     for released, synthetic, rows, share_std, label in tables:
-        # The rows' own spread: a share of ``rows`` draws at the released share.
-        spread = np.clip(released, 0.0, 1.0) * (1 - np.clip(released, 0.0, 1.0)) / max(rows, 1)
-        std = np.sqrt(share_std**2 + spread + 1e-18)
+        # The rows' own spread: a share of ``rows`` draws at the released share, read as no
+        # surer than one row in either direction (an exact release, privacy=none, puts cells
+        # at 0: one synthetic row there would be millions of stds, not one).
+        one_row = min(1.0 / max(rows, 1), 0.5)
+        share = np.clip(released, one_row, 1.0 - one_row)
+        std = np.sqrt(share_std**2 + share * (1 - share) / max(rows, 1))
         z = np.abs(synthetic - released) / std
         squares += float(np.sum(z**2))
         cells += z.size

@@ -67,6 +67,27 @@ def test_rows_off_a_release_are_measured_in_its_noise_and_said_so():
     assert overall(gaps) > overall(gaps_of(*rows_from(released_marginals(), rng)))
 
 
+def test_a_row_in_a_cell_an_exact_release_left_empty_is_one_std_not_millions():
+    """A non-private run releases exact shares, with cells at 0: the rows' own spread is read
+    as no narrower than one row, so one synthetic row there is about one std off (the worst
+    cell is then one of sampling's few), and 50 are loud."""
+    marginals = released_marginals()
+    marginals.by_class[0][0] = [0.7, 0.3, 0.0]  # class 0 never has code 2 of column a
+    exact = NoiseStds(0.0, 0.0, 0.0)
+    rng = np.random.default_rng(0)
+    codes, labels = rows_from(marginals, rng)
+
+    def worst_with(rows_in_the_empty_cell: int) -> tuple[float, str]:
+        moved = codes.copy()
+        moved[np.flatnonzero(labels == 0)[:rows_in_the_empty_cell], 0] = 2
+        gaps = release_gaps(marginals, exact, LABEL_PROBS, ROWS, moved, labels, ["a", "b"])
+        return gaps[0].worst, gaps[0].where
+
+    assert worst_with(1)[0] < 4.0
+    worst, where = worst_with(50)
+    assert worst > LOUD_GAP and where == "a in class 0"
+
+
 def test_sampling_takes_the_variant_closer_to_the_releases_and_keeps_the_choice(monkeypatch):
     """Where raking may rake, chosen_pool samples both ways once and keeps the pool whose rows
     sit closer to the releases (raking on a tie); an explicit sample_pool is never second
