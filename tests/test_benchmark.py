@@ -121,18 +121,20 @@ def test_grid_runs_under_the_joblib_launcher(tmp_path, data_dir):
 def test_parallel_epsilon_jobs_run_the_cgan_cell_once(tmp_path, data_dir):
     """cgan's cell does not depend on ε: two ε jobs started together under joblib must not
     both train it (each checked "not done" before the other had finished, until the check
-    and the run were made one locked step)."""
+    and the run were made one locked step). Two repeats: each is trained once, on its own
+    split, and the other job skips it."""
     results = tmp_path / "results"
     grid = cervical_grid(
-        tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "epsilon=2,8", "repeats=1"
+        tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "epsilon=2,8", "repeats=2"
     )
     grid[grid.index("method=cgan,rdp_cgan")] = "method=cgan"
     run = run_script(*grid, cwd=tmp_path, data_dir=data_dir)
     assert run.returncode == 0, run.stderr[-2000:]
     runs = pd.read_csv(results / "bench_cervical.csv")
-    assert runs["method"].tolist() == ["cgan"]
-    assert (run.stdout + run.stderr).count("skip (done)") == 1
-    assert len(pd.read_csv(results / "bench_real_cervical.csv")) == 1  # one split, one reference
+    assert sorted(zip(runs["method"], runs["repeat"], strict=True)) == [("cgan", 0), ("cgan", 1)]
+    assert (run.stdout + run.stderr).count("skip (done)") == 2
+    real = pd.read_csv(results / "bench_real_cervical.csv")
+    assert sorted(real["repeat"]) == [0, 1]  # one reference per split
 
 
 def test_grid_runs_under_the_ray_launcher(tmp_path, data_dir):
@@ -312,17 +314,19 @@ def test_a_commit_of_digits_alone_reads_back_as_text(tmp_path):
 def test_results_rows_appended_at_once_by_several_jobs_are_all_kept(tmp_path):
     """The tuning scripts and the benchmark's launcher workers append to one CSV at once: a
     read-modify-write without the lock loses rows. Three processes started together, each
-    importing only the rows module, append 25 rows each."""
+    importing only the rows module (this checkout's), append 25 rows each."""
     path = tmp_path / "rows.csv"
     writer = (
-        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[4]]; "
         "from pathlib import Path; from bench.results_rows import append_rows\n"
         "for i in range(25):\n"
         "    append_rows(Path(sys.argv[2]), "
         "[{'writer': int(sys.argv[3]), 'i': i, 'commit': '0123456'}])"
     )
     jobs = [
-        subprocess.Popen([sys.executable, "-c", writer, str(REPO / "scripts"), str(path), str(k)])
+        subprocess.Popen(
+            [sys.executable, "-c", writer, str(REPO / "scripts"), str(path), str(k), str(REPO)]
+        )
         for k in range(3)
     ]
     for job in jobs:

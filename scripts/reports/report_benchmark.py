@@ -24,7 +24,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: its folders
-from bench.benchmark import ABSENT_KEYS, TRAIN_OF_METHOD, read_rows
+from bench.benchmark import ABSENT_KEYS, TRAIN_OF_METHOD
+from bench.results_rows import read_rows
 
 from rdpgan.io import atomic_write
 from rdpgan.utility import CLASSIFIERS
