@@ -1,12 +1,12 @@
 """How much faster this machine runs our own workloads than the real AVX2-only EPYC the speed
 budgets are set for, read off one commit timed on both: issue 54 timed ``a41d0ac`` there.
 
-    python scripts/bench/reference_ratio.py [--runs 3] [--sample-runs 7] [--suite]
+    python scripts/bench/reference_ratio.py [--runs 3] [--sample-runs 7] [--suite] [--big]
 
 A GEMM's rate (``machine_info.py``) reads a CPU by its matrix products alone, but a run is also
 imports, numpy, numba and Python, which a wide vector unit does not speed up as much: on the
-Xeon this project's figures come from, the GEMM rate is about 4.5x the EPYC's, while a default
-run of ``a41d0ac`` is about 2.5x as fast. So each workload gets its own ratio here: the EPYC's
+Xeon this project's figures come from, the GEMM rate is 3.8-4.5x the EPYC's, while a default
+run of ``a41d0ac`` is about 2.3x as fast. So each workload gets its own ratio here: the EPYC's
 seconds for ``a41d0ac`` (issue 54) over this machine's, timed in turn with this checkout's
 (A B A B, a fresh process each, medians), from a git worktree of ``a41d0ac``. This commit's
 seconds here times that ratio estimate its seconds on the EPYC: an estimate, not a
@@ -14,9 +14,11 @@ measurement, which holds as far as the two commits spend their time alike.
 
 Workloads: the default run (``python -m rdpgan.train dataset=adult epsilon=8``, progress bar
 off, a fresh run directory each), ``python -m rdpgan.sample n=1000`` from each commit's own
-model (its first run), and with ``--suite`` the README's test command (one run each; the
-set-up's 106 s on the EPYC, network-bound, is added to the estimate as measured there). Run it
-alone on the machine. Writes its part of ``results/speed.md`` for this kind of CPU.
+model (its first run), with ``--big`` a big sample to Parquet (one run each: ``a41d0ac``'s
+2,000,000 rows, as the issue timed it, and this commit's 1,000,000, the bar's), and with
+``--suite`` the README's test command (one run each; the set-up's 106 s on the EPYC,
+network-bound, is added to the estimate as measured there). Run it alone on the machine.
+Writes its part of ``results/speed.md`` for this kind of CPU.
 """
 
 from __future__ import annotations
@@ -44,14 +46,18 @@ EPYC = {
     "run": (65.0, 68.0),  # "65–68 s"
     "sample": (3.6, 4.4),  # "3.6–4.4 s (median 4.4)"
     "suite": (711.0, 711.0),  # pytest "11 min 51 s" of the README's test command
+    "big": (309.0, 309.0),  # "2,000,000 rows to Parquet: 309 s (6.5k rows/s, raked)"
 }
+# Rows of the big sample: the reference's as the issue timed it, this commit's as the bar says.
+BIG_ROWS = {"reference": 2_000_000, "this": 1_000_000}
 EPYC_SETUP = 106.0  # scripts/setup.sh there, fresh (issue 54)
 # The issue's bars on such a machine, in seconds (the suite's: a fresh .ci/run, set-up included).
-BARS = {"run": 45.0, "sample": 2.0, "suite": 480.0}
+BARS = {"run": 45.0, "sample": 2.0, "suite": 480.0, "big": 60.0}
 LABELS = {
     "run": "default run, `python -m rdpgan.train dataset=adult epsilon=8`",
     "sample": "`python -m rdpgan.sample n=1000`, end to end",
     "suite": "the README's test command (pytest; + the EPYC's 106 s set-up for the bar)",
+    "big": "a big sample to Parquet: `a41d0ac` 2,000,000 rows, this commit 1,000,000",
 }
 
 
@@ -83,8 +89,8 @@ def train_command(run_dir: Path) -> list[str]:
     return [sys.executable, "-m", "rdpgan.train", *overrides]
 
 
-def sample_command(run_dir: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "rdpgan.sample", f"run_dir={run_dir}", f"out={out}", "n=1000"]
+def sample_command(run_dir: Path, out: Path, rows: int = 1000) -> list[str]:
+    return [sys.executable, "-m", "rdpgan.sample", f"run_dir={run_dir}", f"out={out}", f"n={rows}"]
 
 
 SUITE_COMMAND = [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider"]
@@ -104,6 +110,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sample-runs", type=int, default=7)
     parser.add_argument("--suite", action="store_true")
+    parser.add_argument("--big", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         where = Path(scratch)
@@ -133,6 +140,14 @@ def main() -> None:
             }
             in_turn(1, sample)  # warm-up: the file cache, as a user's second command has it
             seconds["sample"] = in_turn(args.sample_runs, sample)
+            if args.big:
+                big = {
+                    name: lambda c=checkout, n=name: timed(
+                        sample_command(models[n], where / f"big_{n}.parquet", BIG_ROWS[n]), c
+                    )
+                    for name, checkout in checkouts.items()
+                }
+                seconds["big"] = in_turn(1, big)
             if args.suite:
                 suite = {
                     name: lambda c=checkout: timed(SUITE_COMMAND, c)
@@ -147,9 +162,8 @@ def main() -> None:
 
 
 def report(seconds: dict[str, dict[str, list[float]]], args: argparse.Namespace) -> str:
-    flags = f"--runs {args.runs} --sample-runs {args.sample_runs}" + (
-        " --suite" if args.suite else ""
-    )
+    flags = f"--runs {args.runs} --sample-runs {args.sample_runs}"
+    flags += " --suite" * args.suite + " --big" * args.big
     rows = []
     for workload, times in seconds.items():
         ours, here = statistics.median(times["this"]), statistics.median(times["reference"])
