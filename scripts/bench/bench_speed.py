@@ -270,7 +270,9 @@ numpy's `OPENBLAS_CORETYPE=Haswell NPY_DISABLE_CPU_FEATURES="X86_V4 AVX512_ICL A
 from 2026-11-28, numba's `NUMBA_CPU_NAME=haswell`).
 Each script rewrites only its own part for the kind it ran on (one emulated part per script and
 CPU: caps that changed replace it). Compare figures within one part: the
-machines, and the load on them, differ from one part to the next."""
+machines, and the load on them, differ from one part to the next. The budgets are set for a
+real AVX2-only EPYC: `reference_ratio.py`'s part reads this machine against it workload by
+workload (a commit timed on both), and estimates this commit's figures there."""
 PART = re.compile(r"^<!-- part: (.+?) -->$", re.MULTILINE)
 
 

@@ -6,8 +6,9 @@ Runs the README's test command (what ``.ci/run`` calls after ``scripts/setup.sh`
 ``python -m pytest -q -n 2`` with ``RDPGAN_DATA_DIR``) ``--runs`` times from this checkout,
 with pytest's ``--durations`` added, and writes its part of ``results/speed.md`` for this kind
 of CPU: the wall time of each run and the slowest tests of the last. The issue's bar is 8 min
-for a fresh ``.ci/run`` on an AVX2-only EPYC (set-up included, about 2 min there); divide it by
-this machine's ratio. Run it alone: the suite uses both cores.
+for a fresh ``.ci/run`` on an AVX2-only EPYC (set-up included, about 2 min there);
+``reference_ratio.py --suite`` estimates the suite there. Run it alone: the suite uses both
+cores.
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ def main() -> None:
         "| ---: | --- | --- |",
         *(f"| {seconds:.1f} | {phase} | `{test}` |" for seconds, phase, test in phases),
         "",
-        "The bar: a fresh `.ci/run` (set-up included) ≤ 8 min on an AVX2-only EPYC; divide it by "
-        "this machine's ratio above.",
+        "The bar: a fresh `.ci/run` (set-up included) ≤ 8 min on an AVX2-only EPYC; "
+        "`reference_ratio.py --suite`'s part estimates this suite there.",
     ]
     write_speed_md("\n".join(lines), "bench_suite.py")
 

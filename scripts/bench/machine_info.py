@@ -3,8 +3,10 @@ the code that ran; and what one core of it can do (``python scripts/bench/machin
 
 Speed budgets are set for an AVX2-only AMD EPYC of about :data:`REFERENCE_GFLOPS` fp32
 GFLOP/s on one thread (issue 54). Capping a faster CPU's libraries to AVX2 does not make it
-one (measured 2.2x optimistic), so every speed part records this machine's own measure, and a
-budget holds here divided by its ratio to the reference."""
+one (measured 2.2x optimistic), so every speed part records this machine's own measure. The
+GEMM's ratio to the reference overstates how much faster whole runs are (imports, numpy,
+numba and Python gain less): ``reference_ratio.py`` measures that ratio workload by workload,
+and its part of ``results/speed.md`` is the one to read budgets by."""
 
 from __future__ import annotations
 
@@ -96,7 +98,8 @@ def speed_line() -> str:
     return (
         f"One thread does {gflops:.0f} GFLOP/s of fp32 GEMM ({GEMM_SIZE}², torch), "
         f"{gflops / REFERENCE_GFLOPS:.2f}x the AVX2-only EPYC the budgets are set for "
-        f"({REFERENCE_GFLOPS:g}): divide a budget by that ratio to read it here"
+        f"({REFERENCE_GFLOPS:g}); whole workloads gain less (reference_ratio.py's part has "
+        "their own ratios, by which to read a budget here)."
     )
 
 

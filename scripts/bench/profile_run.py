@@ -215,7 +215,8 @@ def main() -> None:
         *stage_table(columns),
         "",
         f"Outside the DP-SGD loop (quiet): {outside:.1f} s of {total:.1f} s (the issue's budget "
-        "on an AVX2-only EPYC: 10 s of 45 s; divide both by this machine's ratio above).",
+        "on an AVX2-only EPYC: 10 s of 45 s; divide both by the run's ratio in "
+        "`reference_ratio.py`'s part).",
     ]
     write_speed_md("\n".join(lines), "profile_run.py" + (" --loaded" if args.loaded else ""))
 
