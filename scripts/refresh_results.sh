@@ -36,6 +36,7 @@ for part in "${PARTS[@]}"; do
       python scripts/tuning/derive_tilt_limit.py
       ;;
     speed)
+      python scripts/bench/reference_ratio.py --runs 3 --sample-runs 7 --suite --big
       python scripts/bench/profile_run.py --runs 3
       python scripts/bench/bench_speed.py --steps 300 --thread-steps 200
       python scripts/bench/bench_sampling.py --rows 200000
