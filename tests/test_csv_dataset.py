@@ -34,7 +34,13 @@ from rdpgan.privacy.private_schema import (
 )
 from rdpgan.privacy.schema import bounds as schema_bounds
 from rdpgan.privacy.schema import counts as schema_counts
-from rdpgan.privacy.schema.bounds import TAIL_SHARE, band_range, tail_share, within_reach
+from rdpgan.privacy.schema.bounds import (
+    TAIL_SHARE,
+    band_range,
+    density_bounds,
+    tail_share,
+    within_reach,
+)
 from rdpgan.privacy.schema.counts import counts_sensitivity
 from rdpgan.privacy.schema.kinds import (
     CONDITION_COVER,
@@ -735,8 +741,9 @@ def test_mass_the_tree_spreads_over_a_coarse_cell_stays_within_reach_of_its_core
     """A latitude-like column: 1,000 rows in finest cells 320-323 of 1,024 (resolved), and 80
     rows below them that no finer level resolves (their level-4 cell, 256-319, holds them; its
     halves are below the noise). Spread over that cell, the 1st percentile lands 55 cells out;
-    kept within reach (the core's width, 4 cells, past it), it lands 4 cells out. A cell that
-    holds the median keeps its spread, and a density the tree resolved is unchanged."""
+    kept within reach (the core's width less REACH_SLACK: 1 cell past it), it lands 1 cell out.
+    A cell that holds the median keeps its spread, and a density the tree resolved is
+    unchanged."""
     cells = np.concatenate([np.repeat(np.arange(320, 324), 250), np.linspace(256, 319, 80)])
     levels = level_counts(2.0 * (cells + 0.5) / 1024 - 1.0, 10)
     for k in range(5, 11):  # below the noise floor: zeroed, as numeric_bounds does
@@ -745,8 +752,8 @@ def test_mass_the_tree_spreads_over_a_coarse_cell_stays_within_reach_of_its_core
     assert (spread_from[256:320] == 4).all() and (spread_from[320:324] == 10).all()
     assert np.argmax(np.cumsum(density) > 0.01) < 270  # the even spread: far out
     reached = within_reach(density, spread_from)
-    assert reached.sum() == pytest.approx(1.0) and (reached[:316] == 0).all()
-    np.testing.assert_allclose(reached[316:320], 80 / 1080 / 4)
+    assert reached.sum() == pytest.approx(1.0) and (reached[:319] == 0).all()
+    assert reached[319] == pytest.approx(80 / 1080)
     np.testing.assert_array_equal(reached[320:324], density[320:324])
     mirrored = within_reach(density[::-1], spread_from[::-1])  # the upper tail
     np.testing.assert_allclose(mirrored, reached[::-1])
@@ -758,18 +765,35 @@ def test_mass_the_tree_spreads_over_a_coarse_cell_stays_within_reach_of_its_core
 
 def test_spread_mass_beyond_reach_lands_on_its_edge_and_a_narrow_spread_cluster_stays():
     """A core of 10 cells (500-509) holding 92%: 8% spread over cells 600-615 (from level 6)
-    lies wholly beyond its reach (cells 492-518) and lands on the reach's edge, all of it; the
-    same 8% spread over 4 cells (from level 8), no wider than the core, is a cluster the tree
-    placed as finely as the core: it stays."""
+    lies wholly beyond its reach (its quantiles' cells 501-509, and 6 cells each side: 495-515)
+    and lands on the reach's edge, all of it; the same 8% spread over 4 cells (from level 8), no wider than the core, is
+    a cluster the tree placed as finely as the core: it stays."""
     density, spread_from = np.zeros(1024), np.full(1024, 10)
     density[500:510] = 0.092
     density[600:616], spread_from[600:616] = 0.08 / 16, 6
     reached = within_reach(density, spread_from)
-    assert reached.sum() == pytest.approx(1.0) and reached[518] == pytest.approx(0.08)
-    np.testing.assert_array_equal(reached[:518], density[:518])
+    assert reached.sum() == pytest.approx(1.0) and reached[515] == pytest.approx(0.08)
+    np.testing.assert_array_equal(reached[:515], density[:515])
     density[600:616], spread_from[600:616] = 0.0, 10
     density[600:604], spread_from[600:604] = 0.08 / 4, 8
     np.testing.assert_array_equal(within_reach(density, spread_from), density)
+
+
+def test_spread_mass_stays_within_one_data_range_of_a_column_a_few_cells_wide():
+    """Ames' longitudes, 1.9 of their band's 1,024 cells wide (from -93.693 to -93.577 in
+    [-128, -64)), with 2% the tree spread over a far level-3 cell by noise: whatever the
+    cells' edges, the upper bound stays within one data range of the data (a reach of the
+    core's whole width put it 2 cells out, 1.3 data ranges above), and so does the lower."""
+    lo, hi, cells = -128.0, -64.0, 1024
+    data = np.linspace(-93.693153, -93.577427, 2000)
+    where = ((data - lo) / (hi - lo) * cells).astype(int)
+    density, spread_from = np.zeros(cells), np.full(cells, 10)
+    density[: where.max() + 1] = np.bincount(where, minlength=cells)[: where.max() + 1]
+    density *= 0.98 / density.sum()
+    density[640:768], spread_from[640:768] = 0.02 / 128, 3
+    low, high = density_bounds(within_reach(density, spread_from), lo, hi, (0.01, 0.99))
+    span = data.max() - data.min()
+    assert data.min() - span <= low <= data.min() and data.max() <= high <= data.max() + span
 
 
 def test_a_private_schema_with_candidates_for_every_column_selects_no_partition():

@@ -50,6 +50,9 @@ BOUND_MARGIN = 0.02
 # the column when the core lies within the data. Mass the tree placed, and a spread cell that
 # holds the median, are read as released.
 REACH_CORE = 0.1
+# The core's cells that do not count toward its reach: its two end cells, which its quantiles
+# may barely enter, and the cell the reach's own far edge adds (see within_reach).
+REACH_SLACK = 3
 # A numeric column's bounds are found on a log scale where its bands span more than this ratio
 # (all positive): a census income's 1st percentile is then not lost in one linear cell.
 LOG_SPAN = 4.0
@@ -160,14 +163,21 @@ def quantile_cells(density: np.ndarray, quantiles: tuple[float, float]) -> tuple
 
 def within_reach(density: np.ndarray, spread_from: np.ndarray) -> np.ndarray:
     """``density`` with the mass the tree spread evenly over a cell wider than its core kept
-    within reach of that core: the cells c - w to d + w, where c and d are the
-    :data:`REACH_CORE` and 1 - REACH_CORE quantiles' cells (w cells apart) once such mass is put
-    on its cell's edge nearest the median. Where in its cell such mass lies is not released (a
-    latitude's few rows under 42 spread over [41.5, 42); 300 dates' last weeks spread over 16
-    months): spread over the whole cell, a bound read in it is placed by the cell's width; all
-    put on its inner edge, a tail the tree cannot resolve is clipped. A cell no wider than the
-    core, or holding the median, keeps its spread: the tree placed its mass as finely as the
-    core's own. Post-processing."""
+    within reach of that core: the cells c - r to d + r, where c and d are the
+    :data:`REACH_CORE` and 1 - REACH_CORE quantiles' cells (w = d - c + 1 cells) once such mass
+    is put on its cell's edge nearest the median, and r = max(w - REACH_SLACK, 0). The data's
+    range is then wider than r + 1 cells (its quantiles lie in cells c and d, so more than
+    w - 2 whole cells apart), and the far edge of cell d + r lies at most r + 1 cells beyond
+    its maximum (at least cell d's start): within one range of the data, whatever the cells'
+    edges, where w > 3 (at w <= 3, a cell is the bounds' resolution). Ames' longitudes span
+    1.9 cells of their band's 1,024: a reach of w cells put a spurious 2% two cells out, and
+    the upper bound 1.3 data ranges above the data.
+
+    Where in its cell such mass lies is not released (a latitude's few rows under 42 spread
+    over [41.5, 42); 300 dates' last weeks spread over 16 months): spread over the whole cell,
+    a bound read in it is placed by the cell's width; all put on its inner edge, a tail the
+    tree cannot resolve is clipped. A cell no wider than the core, or holding the median,
+    keeps its spread: the tree placed its mass as finely as the core's own. Post-processing."""
     median = int(np.searchsorted(np.cumsum(density), 0.5))
     outer = [b for b in spread_blocks(spread_from) if not b.start <= median < b.stop]
     inner_edges = density.copy()
@@ -177,7 +187,8 @@ def within_reach(density: np.ndarray, spread_from: np.ndarray) -> np.ndarray:
         inner_edges[block.stop - 1 if block.stop <= median else block.start] += density[block].sum()
     low, high = quantile_cells(inner_edges, (REACH_CORE, 1.0 - REACH_CORE))
     width = high - low + 1
-    first, last = max(low - width, 0), min(high + width, len(density) - 1)
+    reach = max(width - REACH_SLACK, 0)
+    first, last = max(low - reach, 0), min(high + reach, len(density) - 1)
     wide = [b for b in outer if b.stop - b.start > width]
     out = density.copy()
     for block in wide:
