@@ -741,7 +741,7 @@ def test_mass_the_tree_spreads_over_a_coarse_cell_stays_within_reach_of_its_core
     """A latitude-like column: 1,000 rows in finest cells 320-323 of 1,024 (resolved), and 80
     rows below them that no finer level resolves (their level-4 cell, 256-319, holds them; its
     halves are below the noise). Spread over that cell, the 1st percentile lands 55 cells out;
-    kept within reach (the core's width less REACH_SLACK: 1 cell past it), it lands 1 cell out.
+    kept within reach (a core of 4 cells reaches 1 cell past it), it lands 1 cell out.
     A cell that holds the median keeps its spread, and a density the tree resolved is
     unchanged."""
     cells = np.concatenate([np.repeat(np.arange(320, 324), 250), np.linspace(256, 319, 80)])
@@ -765,25 +765,46 @@ def test_mass_the_tree_spreads_over_a_coarse_cell_stays_within_reach_of_its_core
 
 def test_spread_mass_beyond_reach_lands_on_its_edge_and_a_narrow_spread_cluster_stays():
     """A core of 10 cells (500-509) holding 92%: 8% spread over cells 600-615 (from level 6)
-    lies wholly beyond its reach (its quantiles' cells 501-509, and 6 cells each side: 495-515)
-    and lands on the reach's edge, all of it; the same 8% spread over 4 cells (from level 8), no wider than the core, is
-    a cluster the tree placed as finely as the core: it stays."""
+    lies wholly beyond its reach (its quantiles' cells 501-509, and 5 cells each side:
+    496-514) and lands on the reach's edge, all of it; the same 8% spread over 4 cells (from
+    level 8), no wider than the core, is a cluster the tree placed as finely as the core: it
+    stays."""
     density, spread_from = np.zeros(1024), np.full(1024, 10)
     density[500:510] = 0.092
     density[600:616], spread_from[600:616] = 0.08 / 16, 6
     reached = within_reach(density, spread_from)
-    assert reached.sum() == pytest.approx(1.0) and reached[515] == pytest.approx(0.08)
-    np.testing.assert_array_equal(reached[:515], density[:515])
+    assert reached.sum() == pytest.approx(1.0) and reached[514] == pytest.approx(0.08)
+    np.testing.assert_array_equal(reached[:514], density[:514])
     density[600:616], spread_from[600:616] = 0.0, 10
     density[600:604], spread_from[600:604] = 0.08 / 4, 8
     np.testing.assert_array_equal(within_reach(density, spread_from), density)
 
 
-def test_spread_mass_stays_within_one_data_range_of_a_column_a_few_cells_wide():
-    """Ames' longitudes, 1.9 of their band's 1,024 cells wide (from -93.693 to -93.577 in
-    [-128, -64)), with 2% the tree spread over a far level-3 cell by noise: whatever the
-    cells' edges, the upper bound stays within one data range of the data (a reach of the
-    core's whole width put it 2 cells out, 1.3 data ranges above), and so does the lower."""
+def test_bounds_read_in_spread_mass_stay_within_one_data_range_of_the_data():
+    """The worst case of core_reach's argument: the data's values just inside the near edges of
+    the core's end cells (a range of w - 2 cells), and 2% the tree spread by noise over a far
+    coarse cell, above and below. For every core of 5 cells or more, each bound, widened by its
+    margin, stays within one range of the data (a reach of the core's whole width, as before,
+    put them 1.04-1.5 ranges out)."""
+    cells = 1024
+    for width in range(5, 41):
+        c, d = 500, 500 + width - 1
+        lowest, highest = c + 1 - 1e-9, d + 1e-9  # positions, in cells
+        span = highest - lowest
+        for far in (slice(640, 768), slice(256, 384)):
+            density, spread_from = np.zeros(cells), np.full(cells, 10)
+            density[c], density[d] = 0.49, 0.49
+            density[far], spread_from[far] = 0.02 / 128, 3
+            low, high = density_bounds(within_reach(density, spread_from), 0.0, cells, (0.01, 0.99))
+            assert lowest - span <= low and high <= highest + span, (width, far, low, high)
+
+
+def test_a_core_a_cell_or_two_wide_keeps_its_tail_within_a_cell_and_a_data_range():
+    """Ames' longitudes, 1.9 of their band's 1,024 cells wide (-93.693 to -93.577 in
+    [-128, -64)), with 2% the tree spread over a far level-3 cell by noise: the upper bound stays
+    within one data range (a reach of the core's whole width put it 1.3 ranges out). And a
+    latitude-like column whose low 8% the tree spread over a coarse cell below a 2-cell core
+    keeps that tail a cell out, rather than folding it into the core (a reach of 0 clipped it)."""
     lo, hi, cells = -128.0, -64.0, 1024
     data = np.linspace(-93.693153, -93.577427, 2000)
     where = ((data - lo) / (hi - lo) * cells).astype(int)
@@ -794,6 +815,11 @@ def test_spread_mass_stays_within_one_data_range_of_a_column_a_few_cells_wide():
     low, high = density_bounds(within_reach(density, spread_from), lo, hi, (0.01, 0.99))
     span = data.max() - data.min()
     assert data.min() - span <= low <= data.min() and data.max() <= high <= data.max() + span
+    density, spread_from = np.zeros(cells), np.full(cells, 10)
+    density[600:602] = 0.46
+    density[512:576], spread_from[512:576] = 0.08 / 64, 4
+    reached = within_reach(density, spread_from)
+    assert reached[599] == pytest.approx(0.08) and (reached[:599] == 0).all()
 
 
 def test_a_private_schema_with_candidates_for_every_column_selects_no_partition():

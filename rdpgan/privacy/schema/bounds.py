@@ -46,13 +46,10 @@ NEAR_BAND_NOISE = 2.0
 BOUND_MARGIN = 0.02
 # Mass the bounds' tree spread evenly over a cell wider than the released density's core (its
 # REACH_CORE to 1 - REACH_CORE quantiles) is kept within reach of that core
-# (:func:`within_reach`): such mass then lies within [min - (max - min), max + (max - min)] of
-# the column when the core lies within the data. Mass the tree placed, and a spread cell that
-# holds the median, are read as released.
+# (:func:`within_reach`): bounds read in such mass then lie within one range of the data
+# (:func:`core_reach`). Mass the tree placed, and a spread cell that holds the median, are read
+# as released.
 REACH_CORE = 0.1
-# The core's cells that do not count toward its reach: its two end cells, which its quantiles
-# may barely enter, and the cell the reach's own far edge adds (see within_reach).
-REACH_SLACK = 3
 # A numeric column's bounds are found on a log scale where its bands span more than this ratio
 # (all positive): a census income's 1st percentile is then not lost in one linear cell.
 LOG_SPAN = 4.0
@@ -161,17 +158,27 @@ def quantile_cells(density: np.ndarray, quantiles: tuple[float, float]) -> tuple
     return low, max(int(np.searchsorted(cumulative, quantiles[1], side="left")), low)
 
 
+def core_reach(width: int) -> int:
+    """Cells past a core ``width`` cells wide that spread mass is kept within: the most r for
+    which the bounds stay within one range of the data, at least one cell.
+
+    In the tree's positions (log values on a log scale): the core's quantiles lie in its end
+    cells, so the data's range is more than w - 2 cells; a bound read at the reach's far edge
+    lies at most r + 1 cells beyond the data, and :func:`density_bounds` widens it by
+    :data:`BOUND_MARGIN` of the bounds' span, at most w + 2r cells. So r + 1 + m (w + 2r) <=
+    w - 2 holds from w = 5 on. A narrower core is read to a cell (a reach of 1): ames'
+    longitudes, 1.9 cells of their band's 1,024 wide, had an upper bound 1.3 data ranges above
+    the data at a reach of w, and the reach of 1 keeps its latitudes' low tail, which 0 clipped.
+    """
+    margin = BOUND_MARGIN
+    return max(int((width * (1.0 - margin) - 3.0) // (1.0 + 2.0 * margin)), 1)
+
+
 def within_reach(density: np.ndarray, spread_from: np.ndarray) -> np.ndarray:
     """``density`` with the mass the tree spread evenly over a cell wider than its core kept
     within reach of that core: the cells c - r to d + r, where c and d are the
     :data:`REACH_CORE` and 1 - REACH_CORE quantiles' cells (w = d - c + 1 cells) once such mass
-    is put on its cell's edge nearest the median, and r = max(w - REACH_SLACK, 0). The data's
-    range is then wider than r + 1 cells (its quantiles lie in cells c and d, so more than
-    w - 2 whole cells apart), and the far edge of cell d + r lies at most r + 1 cells beyond
-    its maximum (at least cell d's start): within one range of the data, whatever the cells'
-    edges, where w > 3 (at w <= 3, a cell is the bounds' resolution). Ames' longitudes span
-    1.9 cells of their band's 1,024: a reach of w cells put a spurious 2% two cells out, and
-    the upper bound 1.3 data ranges above the data.
+    is put on its cell's edge nearest the median, and r is :func:`core_reach` of w.
 
     Where in its cell such mass lies is not released (a latitude's few rows under 42 spread
     over [41.5, 42); 300 dates' last weeks spread over 16 months): spread over the whole cell,
@@ -187,7 +194,7 @@ def within_reach(density: np.ndarray, spread_from: np.ndarray) -> np.ndarray:
         inner_edges[block.stop - 1 if block.stop <= median else block.start] += density[block].sum()
     low, high = quantile_cells(inner_edges, (REACH_CORE, 1.0 - REACH_CORE))
     width = high - low + 1
-    reach = max(width - REACH_SLACK, 0)
+    reach = core_reach(width)
     first, last = max(low - reach, 0), min(high + reach, len(density) - 1)
     wide = [b for b in outer if b.stop - b.start > width]
     out = density.copy()
