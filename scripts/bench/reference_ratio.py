@@ -115,6 +115,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         where = Path(scratch)
         reference = where / "reference"
+        # (A run killed earlier left its worktree's entry behind: drop it first.)
+        subprocess.run(["git", "worktree", "prune"], cwd=REPO, check=True)
         subprocess.run(
             ["git", "worktree", "add", "--detach", str(reference), REFERENCE],
             cwd=REPO, check=True, capture_output=True,
@@ -189,10 +191,12 @@ def report(seconds: dict[str, dict[str, list[float]]], args: argparse.Namespace)
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.",
         f"Machine: {machine()}",
         "",
-        "Medians of fresh processes, the two commits in turn; each commit's runs import its own "
+        "Medians of fresh processes (the big sample and the suite: one run each), the two "
+        "commits in turn; each commit's runs import its own "
         "`rdpgan` (a git worktree of `a41d0ac`). Ratio: the EPYC's seconds for `a41d0ac` over "
-        "this machine's; the estimate is this commit's seconds here times it (the suite's adds "
-        "the EPYC's 106 s of set-up). All seconds: "
+        "this machine's, over the range of the EPYC's runs the issue gives; the estimate is "
+        "this commit's seconds here times it (the suite's adds the EPYC's 106 s of set-up). "
+        "All seconds: "
         + "; ".join(
             f"{workload}: `a41d0ac` {listed(times['reference'])}, this commit "
             f"{listed(times['this'])}"
