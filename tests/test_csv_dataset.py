@@ -797,6 +797,16 @@ def test_bounds_read_in_spread_mass_stay_within_one_data_range_of_the_data():
             density[far], spread_from[far] = 0.02 / 128, 3
             low, high = density_bounds(within_reach(density, spread_from), 0.0, cells, (0.01, 0.99))
             assert lowest - span <= low and high <= highest + span, (width, far, low, high)
+    # On a log scale (a positive column over many powers of two), in log values: the margin in
+    # values put the low bound 1.15 ranges below (cells 500-599, 2% spread over 256-383).
+    lo, hi = 1.0, 2.0**20
+    density, spread_from = np.zeros(cells), np.full(cells, 10)
+    density[500], density[599] = 0.49, 0.49
+    density[256:384], spread_from[256:384] = 0.02 / 128, 3
+    low, high = density_bounds(within_reach(density, spread_from), lo, hi, (0.01, 0.99))
+    lowest, highest = (math.log(value) / math.log(hi) * cells for value in (low, high))
+    span = 599 - 501
+    assert 501 - span <= lowest and highest <= 599 + span
 
 
 def test_a_core_a_cell_or_two_wide_keeps_its_tail_within_a_cell_and_a_data_range():

@@ -162,8 +162,10 @@ def core_reach(width: int) -> int:
     """Cells past a core ``width`` cells wide that spread mass is kept within: the most r for
     which the bounds stay within one range of the data, at least one cell.
 
-    In the tree's positions (log values on a log scale): the core's quantiles lie in its end
-    cells, so the data's range is more than w - 2 cells; a bound read at the reach's far edge
+    In the tree's positions (log values on a log scale), and while the mass spread beyond the
+    core is under :data:`REACH_CORE` on each side (more, put on its inner edge, would move the
+    core's end cell there): the core's quantiles lie in its end cells, so the data's range is
+    more than w - 2 cells; a bound read at the reach's far edge
     lies at most r + 1 cells beyond the data, and :func:`density_bounds` widens it by
     :data:`BOUND_MARGIN` of the bounds' span, at most w + 2r cells. So r + 1 + m (w + 2r) <=
     w - 2 holds from w = 5 on. A narrower core is read to a cell (a reach of 1): ames'
@@ -214,13 +216,17 @@ def density_bounds(
     density: np.ndarray, lo: float, hi: float, quantiles: tuple[float, float]
 ) -> tuple[float, float]:
     """The ``quantiles`` of a released density over equal cells of [lo, hi] (its cells' outer
-    edges), widened by :data:`BOUND_MARGIN` of their span within [lo, hi]. Post-processing."""
+    edges), widened by :data:`BOUND_MARGIN` of their span within [lo, hi], in the cells'
+    positions (log values on a log scale: in values, the margin would reach far below a
+    log-scale column's data and far above it, where :func:`core_reach` counts it in cells).
+    Post-processing."""
     cells = len(density)
     first, last = quantile_cells(density, quantiles)
-    low = position_value(2.0 * first / cells - 1.0, lo, hi)
-    high = position_value(2.0 * min(last + 1, cells) / cells - 1.0, lo, hi)
+    low, high = 2.0 * first / cells - 1.0, 2.0 * min(last + 1, cells) / cells - 1.0
     margin = BOUND_MARGIN * (high - low)
-    return max(lo, low - margin), min(hi, high + margin)
+    return position_value(max(low - margin, -1.0), lo, hi), position_value(
+        min(high + margin, 1.0), lo, hi
+    )
 
 
 def numeric_bounds(
