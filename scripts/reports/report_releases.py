@@ -43,11 +43,12 @@ def provenance(rows: pd.DataFrame) -> str:
 
 # tune_schema.py's rounds of the bounds' rule, in order: fixed 1st/99th percentiles; the tail
 # rule with spread mass reached a core's whole width out; that reach from its worst case
-# (core_reach). (Round "reach", w - 3 cells, was a step between the last two.)
+# (core_reach) and the bounds' margin in the tree's positions. (Rounds "reach", w - 3 cells,
+# and "core-reach", its margin still in values, were steps between the last two.)
 TAIL_ROUNDS = (
     ("tails-before", "fixed 1%/99%"),
     ("reach-before", "tail rule, reach w"),
-    ("core-reach", "now: core_reach"),
+    ("position-margin", "now: core_reach"),
 )
 
 
@@ -65,7 +66,9 @@ def tails() -> list[str]:
         "of them: also rows whose target is missing, which no run trains on and the bounds "
         "are not read from (acs12's under-16s, a fifth of its rows, hold its least ages). A "
         "reach of the core's whole width put ames' longitudes (1.9 cells of their band wide) "
-        "more than a data range out in 2 draws of 10. acs12's least column is its travel "
+        "more than a data range out in 2 draws of 10; the margin in values could put a "
+        "log-scale column's low bound 1.15 ranges below its data (`core_reach`, "
+        "`density_bounds`). acs12's least column is its travel "
         "time to work (about 500 values, against a noise std of 16 on each cell of the "
         "bounds' tree: its upper tail, a tenth of them, falls under the noise floor in some "
         "draws).",
