@@ -168,10 +168,16 @@ def busy_competitor() -> subprocess.Popen:
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
 
 
+def user_environment() -> dict[str, str]:
+    """This process's environment as a user's shell has it: torch's thread variables unset
+    (the test suite's workers set them), so a command takes the thread policy's choice."""
+    return {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
 def timed_train(overrides: list[str], launcher: Sequence[str] = (sys.executable,)) -> float:
     """Wall seconds of ``python -m rdpgan.train`` with ``overrides``, start-up to outputs."""
     command = [*launcher, "-m", "rdpgan.train", *overrides, "train.progress=false"]
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env = user_environment()
     with tempfile.TemporaryDirectory() as where:  # a fresh run directory every time
         start = time.perf_counter()
         subprocess.run(

@@ -24,6 +24,7 @@ Writes its part of ``results/speed.md`` for this kind of CPU.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import subprocess
@@ -35,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: its folders
-from bench.bench_speed import COMMIT, machine, write_speed_md
+from bench.bench_speed import COMMIT, machine, user_environment, write_speed_md
 from bench.machine_info import cpu_features
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +65,7 @@ LABELS = {
 def environment(checkout: Path) -> dict[str, str]:
     """The environment a command of ``checkout`` runs in: its own ``rdpgan`` first on the path,
     the data root absolute, torch's thread variables unset (as a user's shell has them)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env = user_environment()
     data = Path(os.environ.get("RDPGAN_DATA_DIR", REPO.parent / "shared" / "data"))
     env["RDPGAN_DATA_DIR"] = str(data if data.is_absolute() else (REPO / data).resolve())
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), env.get("PYTHONPATH")]))
@@ -96,6 +97,16 @@ def sample_command(run_dir: Path, out: Path, rows: int = 1000) -> list[str]:
 SUITE_COMMAND = [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider"]
 
 
+def per_checkout(
+    checkouts: dict[str, Path], command: Callable[[str], list[str]]
+) -> dict[str, Callable[[], float]]:
+    """For each checkout (by name), a call that times ``command(name)`` run in it."""
+    return {
+        name: lambda name=name, checkout=checkout: timed(command(name), checkout)
+        for name, checkout in checkouts.items()
+    }
+
+
 def in_turn(runs: int, commands: dict[str, Callable[[], float]]) -> dict[str, list[float]]:
     """Each command ``runs`` times, the commands in turn (A B A B), so drift hits both."""
     seconds: dict[str, list[float]] = {name: [] for name in commands}
@@ -117,45 +128,33 @@ def main() -> None:
         reference = where / "reference"
         # (A run killed earlier left its worktree's entry behind: drop it first.)
         subprocess.run(["git", "worktree", "prune"], cwd=REPO, check=True)
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(reference), REFERENCE],
-            cwd=REPO, check=True, capture_output=True,
-        )  # fmt: skip
+        add = ["git", "worktree", "add", "--detach", str(reference), REFERENCE]
+        subprocess.run(add, cwd=REPO, check=True, capture_output=True)
         try:
             checkouts = {"reference": reference, "this": REPO}
             models = {name: where / f"model_{name}" for name in checkouts}
             # Each commit's first run: its model to sample from, and numba's cache compiled.
             for name, checkout in checkouts.items():
                 timed(train_command(models[name]), checkout)
-            counter = iter(range(10**6))
+            counter = itertools.count()
             seconds: dict[str, dict[str, list[float]]] = {}
-            run = {
-                name: lambda c=checkout: timed(train_command(where / f"run{next(counter)}"), c)
-                for name, checkout in checkouts.items()
-            }
+            run = per_checkout(checkouts, lambda _: train_command(where / f"run{next(counter)}"))
             seconds["run"] = in_turn(args.runs, run)
-            sample = {
-                name: lambda c=checkout, n=name: timed(
-                    sample_command(models[n], where / f"sample_{n}.csv"), c
-                )
-                for name, checkout in checkouts.items()
-            }
+            sample = per_checkout(
+                checkouts, lambda name: sample_command(models[name], where / f"sample_{name}.csv")
+            )
             in_turn(1, sample)  # warm-up: the file cache, as a user's second command has it
             seconds["sample"] = in_turn(args.sample_runs, sample)
             if args.big:
-                big = {
-                    name: lambda c=checkout, n=name: timed(
-                        sample_command(models[n], where / f"big_{n}.parquet", BIG_ROWS[n]), c
-                    )
-                    for name, checkout in checkouts.items()
-                }
+                big = per_checkout(
+                    checkouts,
+                    lambda name: sample_command(
+                        models[name], where / f"big_{name}.parquet", BIG_ROWS[name]
+                    ),
+                )
                 seconds["big"] = in_turn(1, big)
             if args.suite:
-                suite = {
-                    name: lambda c=checkout: timed(SUITE_COMMAND, c)
-                    for name, checkout in checkouts.items()
-                }
-                seconds["suite"] = in_turn(1, suite)
+                seconds["suite"] = in_turn(1, per_checkout(checkouts, lambda _: SUITE_COMMAND))
         finally:
             subprocess.run(
                 ["git", "worktree", "remove", "--force", str(reference)], cwd=REPO, check=False

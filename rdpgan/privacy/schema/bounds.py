@@ -165,12 +165,12 @@ def core_reach(width: int) -> int:
     In the tree's positions (log values on a log scale), and while the mass spread beyond the
     core is under :data:`REACH_CORE` on each side (more, put on its inner edge, would move the
     core's end cell there): the core's quantiles lie in its end cells, so the data's range is
-    more than w - 2 cells; a bound read at the reach's far edge
-    lies at most r + 1 cells beyond the data, and :func:`density_bounds` widens it by
-    :data:`BOUND_MARGIN` of the bounds' span, at most w + 2r cells. So r + 1 + m (w + 2r) <=
-    w - 2 holds from w = 5 on. A narrower core is read to a cell (a reach of 1): ames'
-    longitudes, 1.9 cells of their band's 1,024 wide, had an upper bound 1.3 data ranges above
-    the data at a reach of w, and the reach of 1 keeps its latitudes' low tail, which 0 clipped.
+    more than w - 2 cells; a bound read at the reach's far edge lies at most r + 1 cells beyond
+    the data, and :func:`density_bounds` widens it by :data:`BOUND_MARGIN` of the bounds'
+    span, at most w + 2r cells. So r + 1 + m (w + 2r) <= w - 2 holds from w = 5 on. A narrower
+    core is read to a cell (a reach of 1): ames' longitudes, 1.9 cells of their band's 1,024
+    wide, had an upper bound 1.3 data ranges above the data at a reach of w, and the reach of
+    1 keeps its latitudes' low tail, which 0 clipped.
     """
     margin = BOUND_MARGIN
     return max(int((width * (1.0 - margin) - 3.0) // (1.0 + 2.0 * margin)), 1)
@@ -224,9 +224,8 @@ def density_bounds(
     first, last = quantile_cells(density, quantiles)
     low, high = 2.0 * first / cells - 1.0, 2.0 * min(last + 1, cells) / cells - 1.0
     margin = BOUND_MARGIN * (high - low)
-    return position_value(max(low - margin, -1.0), lo, hi), position_value(
-        min(high + margin, 1.0), lo, hi
-    )
+    low, high = max(low - margin, -1.0), min(high + margin, 1.0)
+    return position_value(low, lo, hi), position_value(high, lo, hi)
 
 
 def numeric_bounds(
