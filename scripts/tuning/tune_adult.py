@@ -518,6 +518,14 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         TrainConfig(progress=False, generator_batch=256),
         PrivacyConfig(),
     ),
+    # Round 54 (issue 54's run budget): half the steps on twice the expected batch, the same
+    # epochs' worth of rows, against the defaults in the same sitting.
+    "r54_default": (ModelConfig(), TrainConfig(progress=False), PrivacyConfig()),
+    "r54_batch1000_steps400": (
+        ModelConfig(),
+        TrainConfig(progress=False, batch_size=1000, max_steps=400),
+        PrivacyConfig(),
+    ),
 }
 
 
