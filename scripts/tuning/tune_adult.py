@@ -526,6 +526,27 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         TrainConfig(progress=False, batch_size=1000, max_steps=400),
         PrivacyConfig(),
     ),
+    "r54_batch1000_steps400_lr1e-3": (
+        ModelConfig(),
+        TrainConfig(
+            progress=False,
+            batch_size=1000,
+            max_steps=400,
+            generator_lr=1e-3,
+            discriminator_lr=1e-3,
+        ),
+        PrivacyConfig(),
+    ),
+    "r54_batch1000_steps400_glr1e-3": (
+        ModelConfig(),
+        TrainConfig(progress=False, batch_size=1000, max_steps=400, generator_lr=1e-3),
+        PrivacyConfig(),
+    ),
+    "r54_batch750_steps533": (
+        ModelConfig(),
+        TrainConfig(progress=False, batch_size=750, max_steps=533),
+        PrivacyConfig(),
+    ),
 }
 
 
