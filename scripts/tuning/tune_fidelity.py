@@ -341,6 +341,15 @@ CANDIDATES: dict[str, list[str]] = {
     "default49": [],
     "power6_49": [],
     "unweighted49": [],
+    # Round 54 (issue 54's run budget): half the steps on twice the expected batch, at twice
+    # the learning rates, against the defaults (tune_adult.py's round 54 on Adult).
+    "default54": [],
+    "fast54": [
+        "train.batch_size=1000",
+        "train.max_steps=400",
+        "train.generator_lr=1e-3",
+        "train.discriminator_lr=1e-3",
+    ],
 }
 
 
