@@ -193,6 +193,8 @@ class CGANTrainer:
         self._pool = (
             ThreadPoolExecutor(1, thread_name_prefix="rdpgan-generator") if _spare_core() else None
         )
+        if isinstance(critic, DPSGD):  # its noise, a step ahead, in the gaps between G's halves
+            critic.draw_noise_ahead(self._pool)
         self._generator_half: _GeneratorInputs | Future[_GeneratorInputs] | None = None
         self._fakes_gate: _FakesGate | None = None
         # Simultaneous steps: G's step scores its fakes with D as it was before D's step (a
@@ -386,6 +388,8 @@ class CGANTrainer:
         """Stop the generator's thread (idempotent), calling off an update still waiting for a
         D step."""
         self._decide_update(go=False)
+        if isinstance(self.critic, DPSGD):
+            self.critic.draw_noise_ahead(None)
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,7 +38,7 @@ from torch import nn
 from rdpgan import distributed
 from rdpgan.models import CodeLinear
 from rdpgan.privacy.ledger import PrivacyLedger, Release
-from rdpgan.privacy.randomness import SecretRandomness
+from rdpgan.privacy.randomness import NOISE_STREAM, SecretRandomness
 
 # Opacus logs one INFO line per wrapped layer ("under Ghost Clipping"): noise for a user.
 logging.getLogger("opacus").setLevel(logging.WARNING)
@@ -82,6 +83,46 @@ def code_linear_norms(
     return norms
 
 
+class StepNoise:
+    """Each private step's Gaussian noise, N(0, ``std``^2) on every coordinate of every
+    parameter, from a secret source of its own (:meth:`SecretRandomness.independent`).
+
+    With :meth:`draw_ahead_on`, the next step's noise is drawn on that executor's thread while
+    this step runs: it depends on nothing of the step (drawing it is a fifth of the main
+    thread's work in a default Adult run), and each draw is handed out once, in order.
+    """
+
+    def __init__(self, secret: SecretRandomness, params: list[torch.Tensor], std: float):
+        self.secret = secret.independent(NOISE_STREAM)
+        self.params = params
+        self.std = std
+        self.executor: Executor | None = None
+        self.ahead: Future[list[torch.Tensor]] | None = None
+
+    def draw_ahead_on(self, executor: Executor | None) -> None:
+        """Draw each step's successor's noise on ``executor`` (None: when it is needed)."""
+        self.stop()
+        self.executor = executor
+
+    def take(self) -> list[torch.Tensor]:
+        """This step's noise, one tensor per parameter; the next step's starts on the
+        executor."""
+        ahead, self.ahead = self.ahead, None
+        noise = self._draw() if ahead is None else ahead.result()
+        if self.executor is not None:
+            self.ahead = self.executor.submit(self._draw)
+        return noise
+
+    def stop(self) -> None:
+        """Drop the noise drawn ahead (never used: nothing depends on it)."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and not ahead.cancel():
+            ahead.result()
+
+    def _draw(self) -> list[torch.Tensor]:
+        return [self.secret.gaussian_noise(p, self.std) for p in self.params]
+
+
 class _SecretNoiseExpectedMean(DPOptimizerFastGradientClipping):
     """Opacus's clipping, with noise from the secret source and the *expected* batch size.
 
@@ -91,13 +132,12 @@ class _SecretNoiseExpectedMean(DPOptimizerFastGradientClipping):
 
     def __init__(self, optimizer: torch.optim.Optimizer, secret: SecretRandomness, **kwargs: Any):
         super().__init__(optimizer, **kwargs)
-        self.secret = secret
+        self.noise = StepNoise(secret, self.params, self.noise_multiplier * self.max_grad_norm)
 
     def add_noise(self) -> None:
-        std = self.noise_multiplier * self.max_grad_norm
-        for p in self.params:
+        for p, draw in zip(self.params, self.noise.take(), strict=True):
             _check_processed_flag(p.summed_grad)  # Opacus's guard: never noise a sum twice
-            p.grad = (p.summed_grad + self.secret.gaussian_noise(p.summed_grad, std)).view_as(p)
+            p.grad = (p.summed_grad + draw.view_as(p.summed_grad)).view_as(p)
             _mark_as_processed(p.summed_grad)
 
     def scale_grad(self) -> None:
@@ -157,6 +197,11 @@ class DPSGD:
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
+
+    def draw_noise_ahead(self, executor: Executor | None) -> None:
+        """Draw each step's noise during the step before, on ``executor``'s thread (None:
+        stop, dropping a draw made ahead)."""
+        self.optimizer.noise.draw_ahead_on(executor)
 
     def step(self, per_sample_loss: torch.Tensor) -> None:
         """Clip each sample's gradient, add noise, update; the ledger is charged first."""

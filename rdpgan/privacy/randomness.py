@@ -32,6 +32,10 @@ SCHEMA_STREAM = 1
 # Under torchrun, rank r > 0 fits with (FIT_STREAM, first step, RANK_STREAM, r): no key of
 # rank 0's (or of a spawned child of it) can equal it.
 RANK_STREAM = 2
+# DP-SGD's noise is drawn from a second source (:meth:`SecretRandomness.independent`), on
+# another thread; seeded, keyed (FIT_STREAM, first step, NOISE_STREAM), or under torchrun
+# (..., RANK_STREAM, r, NOISE_STREAM): three or five streams, which no other key has.
+NOISE_STREAM = 3
 # Poisson masks compare a uniform integer in [0, 2**MASK_BITS) with rate * 2**MASK_BITS, so a
 # rate that is a multiple of 2**-MASK_BITS (see exact_sample_rate) is realised exactly.
 MASK_BITS = 53
@@ -61,6 +65,15 @@ class SecretRandomness:
             spawn_key = tuple(int(s) for s in streams)
             bits = np.random.Philox(np.random.SeedSequence(int(noise_seed), spawn_key=spawn_key))
         self.numpy = np.random.Generator(bits)
+        self._seed, self._streams = noise_seed, streams
+
+    def independent(self, stream: int) -> SecretRandomness:
+        """A second source, for draws made on another thread: unseeded, fresh OS entropy; seeded,
+        this source's seed and streams and then ``stream``, so that neither source replays the
+        other and a seeded run's draws do not depend on how its threads interleave."""
+        if self._seed is None:
+            return SecretRandomness()
+        return SecretRandomness(self._seed, *self._streams, stream)
 
     def __reduce__(self) -> tuple:  # never into a checkpoint, a pickle or a subprocess
         raise TypeError("SecretRandomness holds secret state and cannot be saved")

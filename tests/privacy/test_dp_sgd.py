@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ from torch.nn import functional as F
 from rdpgan.models import CodeLinear, Discriminator
 from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD, code_linear_norms
 from rdpgan.privacy.ledger import Release
-from rdpgan.privacy.randomness import SecretRandomness
+from rdpgan.privacy.randomness import NOISE_STREAM, SecretRandomness
 
 WIDTH, CLASSES = 6, 2
 
@@ -323,6 +324,27 @@ def test_the_noise_is_sigma_times_c_on_the_sum_divided_by_the_expected_batch():
     std = torch.stack(updates).std(dim=0)  # SGD with lr = 1: the update is minus the gradient
     assert float(std.min()) > 0.8 * sigma * clip / expected
     assert abs(float(std.mean()) / (sigma * clip / expected) - 1) < 0.03
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["drawn_in_the_step", "drawn_a_step_ahead"])
+def test_each_steps_noise_is_the_next_draw_of_a_stream_of_its_own(ahead):
+    """Empty batches (the clipped sum is 0): step k's update is minus the k-th draw of the noise
+    source (the run's seed, then NOISE_STREAM) over the expected batch, drawn in the step or
+    a step ahead on another thread alike: no draw reused, skipped or taken from the stream of
+    the batches and fakes."""
+    sigma, clip, expected = 2.0, 0.5, 4
+    critic, discriminator, _, _ = make_critic(seed=0, sigma=sigma, clip=clip, expected=expected)
+    x, y = torch.zeros(0, 2, WIDTH), torch.zeros(0, 2, CLASSES)
+    noise = SecretRandomness(0, NOISE_STREAM)
+    with ThreadPoolExecutor(1) as thread:
+        critic.draw_noise_ahead(thread if ahead else None)
+        for _ in range(3):
+            before = flat_params(discriminator).clone()
+            d_step(critic, x, y)
+            drawn = [noise.gaussian_noise(p, sigma * clip) for p in discriminator.parameters()]
+            expected_update = -torch.cat([d.flatten() for d in drawn]) / expected
+            torch.testing.assert_close(flat_params(discriminator) - before, expected_update)
+        critic.draw_noise_ahead(None)
 
 
 def test_plain_sgd_uses_the_same_loss_scaling_as_dp_sgd_without_clipping_or_noise():

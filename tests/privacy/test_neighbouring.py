@@ -129,6 +129,9 @@ class ScriptedRandomness:
     def gaussian_noise(self, reference: torch.Tensor, std: float) -> torch.Tensor:
         return torch.zeros_like(reference)
 
+    def independent(self, stream: int) -> ScriptedRandomness:
+        return self  # (its noise: none, on any thread)
+
 
 def scripted_trainer(
     generator, discriminator, features, labels, attached, sampled, auxiliary, clip=CLIP, secret=None

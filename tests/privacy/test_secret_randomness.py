@@ -79,6 +79,30 @@ def test_the_key_has_at_least_128_bits_of_os_entropy(monkeypatch):
     assert all((state["key"] != 0).all() for state in states)
 
 
+def test_an_independent_source_has_its_own_os_key_or_its_own_seeded_stream(monkeypatch):
+    """DP-SGD's noise comes from a second source drawn on another thread: unseeded, keyed by
+    fresh OS entropy of its own (as any source); seeded, by a stream no other source has."""
+    asked = []
+
+    def spy(bits: int) -> int:
+        asked.append(bits)
+        return secrets.SystemRandom().getrandbits(bits)
+
+    monkeypatch.setattr(randomness.secrets, "randbits", spy)
+    parent = SecretRandomness()
+    before = len(asked)
+    child = parent.independent(randomness.NOISE_STREAM)
+    assert asked[before:] == asked[:before] and min(asked) >= 128  # a key and counter of its own
+    states = [source.numpy.bit_generator.state["state"] for source in (parent, child)]
+    assert not np.array_equal(states[0]["key"], states[1]["key"])
+    seeded = SecretRandomness(7, randomness.FIT_STREAM, 1)
+    noise = seeded.independent(randomness.NOISE_STREAM)
+    same = SecretRandomness(7, randomness.FIT_STREAM, 1, randomness.NOISE_STREAM)
+    np.testing.assert_array_equal(draws(noise)[1], draws(same)[1])
+    fit = SecretRandomness(7, randomness.FIT_STREAM, 1)
+    assert not np.array_equal(draws(fit)[1], draws(same)[1])
+
+
 def test_the_secret_source_cannot_be_saved():
     source = SecretRandomness()
     with pytest.raises(TypeError):
