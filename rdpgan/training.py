@@ -9,7 +9,8 @@ not know which.
 
 What a private discriminator step draws (the Poisson batch, and the latent vector, label and
 Gumbel noise of the fake row paired with each real one) comes from the run's
-:class:`~rdpgan.privacy.randomness.SecretRandomness`: one i.i.d. fake per sampled row, no more,
+:class:`~rdpgan.privacy.randomness.SecretRandomness` (its DP-SGD noise from a second such
+source, a step ahead on the generator's thread): one i.i.d. fake per sampled row, no more,
 so no pair depends on another and nothing public (``seed``'s stream, which the generator step
 uses) depends on the size of the batch.
 """
@@ -388,11 +389,13 @@ class CGANTrainer:
         """Stop the generator's thread (idempotent), calling off an update still waiting for a
         D step."""
         self._decide_update(go=False)
-        if isinstance(self.critic, DPSGD):
-            self.critic.draw_noise_ahead(None)
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        try:
+            if isinstance(self.critic, DPSGD):
+                self.critic.draw_noise_ahead(None)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
 
     def averaged_steps(self) -> int:
         """G steps the moving average covers (0 without one)."""

@@ -136,6 +136,9 @@ class _Noiseless(SecretRandomness):
     def gaussian_noise(self, reference: torch.Tensor, std: float) -> torch.Tensor:
         return torch.zeros_like(reference)
 
+    def independent(self, stream: int) -> _Noiseless:
+        return self  # (DP-SGD's noise source: none either)
+
 
 SMALL = [
     "dataset=cervical",

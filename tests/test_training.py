@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import wait
 
 import numpy as np
 import pytest
@@ -483,6 +484,31 @@ def test_the_private_steps_noise_is_drawn_a_step_ahead_on_the_generators_thread(
         assert len(drawn_on) in (3, 4) and ahead is not None and noise.ahead is None
     else:
         assert drawn_on == [threading.main_thread().name] * 3 and ahead is None
+
+
+def test_closing_the_trainer_stops_its_thread_though_a_draw_made_ahead_failed(monkeypatch):
+    """The noise drawn ahead for a step that never comes is dropped, its failure too: closing
+    still stops the generator's thread (and a run's last checkpoint is still written)."""
+    monkeypatch.setattr(training, "_spare_core", lambda: True)
+    trainer, _ = small_trainer(bf16=False)
+    noise = trainer.critic.optimizer.noise
+    draws, draw = [], noise._draw
+
+    def failing_ahead():
+        draws.append(threading.current_thread().name)
+        if len(draws) > 1:
+            raise MemoryError("the draw made ahead")
+        return draw()
+
+    monkeypatch.setattr(noise, "_draw", failing_ahead)
+    trainer.prepare_generator_step()
+    trainer.discriminator_step()
+    trainer.generator_step()
+    wait([noise.ahead])  # it has failed
+    pool = trainer._pool
+    trainer.close()
+    assert len(draws) == 2 and trainer._pool is None and pool._shutdown
+    assert noise.ahead is None and noise.executor is None
 
 
 def test_a_generator_half_is_prepared_once_per_generator_step(monkeypatch):

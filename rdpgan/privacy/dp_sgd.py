@@ -4,8 +4,9 @@ This is the wiring Opacus's ``PrivacyEngine.make_private`` does, done by hand fo
 (1) our batches are row indices into one tensor, drawn by a vectorised Poisson sampler
 (:meth:`SecretRandomness.poisson_indices`), which is far faster than a DataLoader over single
 rows; (2) the ledger, not a hidden accountant hook, charges each step, before its noisy update
-is used; (3) the noise comes from the run's :class:`SecretRandomness` (Opacus's own generator
-argument takes a ``torch.Generator``, whose CPU state is seeded from 64 bits at most). The
+is used; (3) the noise comes from a :class:`SecretRandomness` of its own, a step ahead on a
+spare thread (:class:`StepNoise`; Opacus's own generator argument takes a ``torch.Generator``,
+whose CPU state is seeded from 64 bits at most). The
 clipping is Opacus's own (ghost clipping: per-sample gradient norms from its hooks, without
 materialising per-sample gradients); only its two backward passes are driven here, so that the
 first computes no weight gradient it would throw away (:func:`_ghost_clipped_backward`).
@@ -20,7 +21,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Iterator
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, wait
 from contextlib import contextmanager
 from typing import Any
 
@@ -106,7 +107,9 @@ class StepNoise:
 
     def take(self) -> list[torch.Tensor]:
         """This step's noise, one tensor per parameter; the next step's starts on the
-        executor."""
+        executor. (The trainer's one-thread executor then runs it before the generator's
+        next task, which waits for the next discriminator step to draw its fakes: the noise
+        never waits behind it.)"""
         ahead, self.ahead = self.ahead, None
         noise = self._draw() if ahead is None else ahead.result()
         if self.executor is not None:
@@ -114,10 +117,11 @@ class StepNoise:
         return noise
 
     def stop(self) -> None:
-        """Drop the noise drawn ahead (never used: nothing depends on it)."""
-        ahead, self.ahead = self.ahead, None
+        """Stop drawing ahead, and drop the noise drawn ahead (never used: nothing depends on
+        it, nor on whether its draw failed)."""
+        ahead, self.ahead, self.executor = self.ahead, None, None
         if ahead is not None and not ahead.cancel():
-            ahead.result()
+            wait([ahead])
 
     def _draw(self) -> list[torch.Tensor]:
         return [self.secret.gaussian_noise(p, self.std) for p in self.params]
@@ -135,9 +139,14 @@ class _SecretNoiseExpectedMean(DPOptimizerFastGradientClipping):
         self.noise = StepNoise(secret, self.params, self.noise_multiplier * self.max_grad_norm)
 
     def add_noise(self) -> None:
-        for p, draw in zip(self.params, self.noise.take(), strict=True):
+        if self.noise.std != self.noise_multiplier * self.max_grad_norm:
+            raise RuntimeError("the noise's std is not sigma times the clipping norm")
+        noise = self.noise.take()
+        if [draw.shape for draw in noise] != [p.summed_grad.shape for p in self.params]:
+            raise RuntimeError("the noise does not match the parameters it is for")
+        for p, draw in zip(self.params, noise, strict=True):
             _check_processed_flag(p.summed_grad)  # Opacus's guard: never noise a sum twice
-            p.grad = (p.summed_grad + draw.view_as(p.summed_grad)).view_as(p)
+            p.grad = (p.summed_grad + draw).view_as(p)
             _mark_as_processed(p.summed_grad)
 
     def scale_grad(self) -> None:

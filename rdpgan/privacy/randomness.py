@@ -1,10 +1,11 @@
-"""SecretRandomness: the one source of every random draw a DP argument relies on.
+"""SecretRandomness: the one kind of source of every random draw a DP argument relies on.
 
 Why one place: the guarantee of a release holds only while its randomness is unknown to the
 adversary. Poisson masks (amplification by subsampling needs the batch to be secret), the
 noise of every mechanism, and any random input of a per-sample term that enters a noisy sum
 are all drawn here, never from ``seed`` (public: it is written in ``run.json``) or from a
-global RNG that anything else touches.
+global RNG that anything else touches. DP-SGD's noise, drawn on another thread, comes from a
+second source of this kind with a key of its own (:meth:`SecretRandomness.independent`).
 
 The source is NumPy's Philox-4x64-10 counter-based generator (built from a reduced-round
 block cipher; not certified as a CSPRNG), whose 128-bit key and 256-bit starting counter are
@@ -33,9 +34,12 @@ SCHEMA_STREAM = 1
 # rank 0's (or of a spawned child of it) can equal it.
 RANK_STREAM = 2
 # DP-SGD's noise is drawn from a second source (:meth:`SecretRandomness.independent`), on
-# another thread; seeded, keyed (FIT_STREAM, first step, NOISE_STREAM), or under torchrun
-# (..., RANK_STREAM, r, NOISE_STREAM): three or five streams, which no other key has.
+# another thread; seeded, keyed as the fit's with NOISE_STREAM in FIT_STREAM's place:
+# (NOISE_STREAM, first step), or under torchrun (NOISE_STREAM, first step, RANK_STREAM, r).
 NOISE_STREAM = 3
+# Streams are 32-bit words: SeedSequence splits a larger number into words, so (0, 2**32 + 1)
+# would key what (0, 1, 1) keys.
+STREAM_LIMIT = 2**32
 # Poisson masks compare a uniform integer in [0, 2**MASK_BITS) with rate * 2**MASK_BITS, so a
 # rate that is a multiple of 2**-MASK_BITS (see exact_sample_rate) is realised exactly.
 MASK_BITS = 53
@@ -63,17 +67,20 @@ class SecretRandomness:
             if isinstance(noise_seed, bool) or int(noise_seed) != noise_seed or noise_seed < 0:
                 raise ValueError(f"noise_seed must be a non-negative integer, got {noise_seed!r}")
             spawn_key = tuple(int(s) for s in streams)
+            if not all(0 <= s < STREAM_LIMIT for s in spawn_key):
+                raise ValueError(f"streams must be in [0, 2**32), got {spawn_key}")
             bits = np.random.Philox(np.random.SeedSequence(int(noise_seed), spawn_key=spawn_key))
         self.numpy = np.random.Generator(bits)
         self._seed, self._streams = noise_seed, streams
 
     def independent(self, stream: int) -> SecretRandomness:
         """A second source, for draws made on another thread: unseeded, fresh OS entropy; seeded,
-        this source's seed and streams and then ``stream``, so that neither source replays the
-        other and a seeded run's draws do not depend on how its threads interleave."""
+        this source's seed and streams with ``stream`` in place of the first, so that neither
+        source replays the other and a seeded run's draws do not depend on how its threads
+        interleave."""
         if self._seed is None:
             return SecretRandomness()
-        return SecretRandomness(self._seed, *self._streams, stream)
+        return SecretRandomness(self._seed, stream, *self._streams[1:])
 
     def __reduce__(self) -> tuple:  # never into a checkpoint, a pickle or a subprocess
         raise TypeError("SecretRandomness holds secret state and cannot be saved")

@@ -335,7 +335,7 @@ def test_each_steps_noise_is_the_next_draw_of_a_stream_of_its_own(ahead):
     sigma, clip, expected = 2.0, 0.5, 4
     critic, discriminator, _, _ = make_critic(seed=0, sigma=sigma, clip=clip, expected=expected)
     x, y = torch.zeros(0, 2, WIDTH), torch.zeros(0, 2, CLASSES)
-    noise = SecretRandomness(0, NOISE_STREAM)
+    noise = SecretRandomness(0).independent(NOISE_STREAM)
     with ThreadPoolExecutor(1) as thread:
         critic.draw_noise_ahead(thread if ahead else None)
         for _ in range(3):

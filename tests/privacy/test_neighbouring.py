@@ -171,7 +171,10 @@ def scripted_trainer(
 def clipped_sum(**arguments) -> torch.Tensor:
     """The noiseless clipped sum of one real discriminator step over the rows ``sampled``."""
     trainer, critic = scripted_trainer(**arguments)
-    trainer.discriminator_step()
+    try:
+        trainer.discriminator_step()
+    finally:
+        trainer.close()
     return torch.cat([p.summed_grad.flatten() for p in critic.optimizer.params])
 
 
@@ -249,6 +252,7 @@ def test_a_discriminator_step_draws_nothing_from_the_global_streams():
         torch.manual_seed(0)
         np.random.seed(0)
         trainer.discriminator_step()
+        trainer.close()
         assert torch.equal(torch.get_rng_state(), torch.manual_seed(0).get_state())
         assert np.random.random() == np.random.RandomState(0).random()  # nothing drawn before
         assert all(torch.isfinite(p.grad).all() for p in critic.optimizer.params)

@@ -95,12 +95,35 @@ def test_an_independent_source_has_its_own_os_key_or_its_own_seeded_stream(monke
     assert asked[before:] == asked[:before] and min(asked) >= 128  # a key and counter of its own
     states = [source.numpy.bit_generator.state["state"] for source in (parent, child)]
     assert not np.array_equal(states[0]["key"], states[1]["key"])
-    seeded = SecretRandomness(7, randomness.FIT_STREAM, 1)
-    noise = seeded.independent(randomness.NOISE_STREAM)
-    same = SecretRandomness(7, randomness.FIT_STREAM, 1, randomness.NOISE_STREAM)
-    np.testing.assert_array_equal(draws(noise)[1], draws(same)[1])
-    fit = SecretRandomness(7, randomness.FIT_STREAM, 1)
-    assert not np.array_equal(draws(fit)[1], draws(same)[1])
+    for streams in [(randomness.FIT_STREAM, 5), (randomness.FIT_STREAM, 5, RANK, 1)]:
+        noise = SecretRandomness(7, *streams).independent(randomness.NOISE_STREAM)
+        same = SecretRandomness(7, randomness.NOISE_STREAM, *streams[1:])
+        np.testing.assert_array_equal(draws(noise)[1], draws(same)[1])
+
+
+RANK = randomness.RANK_STREAM
+
+
+def test_every_key_a_seeded_run_uses_draws_apart():
+    """The schema's, the fit's and its noise's, from each first step, on each rank: no two
+    keys a seeded run can use give the same stream (a spawned child of one included)."""
+    fit, noise = randomness.FIT_STREAM, randomness.NOISE_STREAM
+    keys = [(randomness.SCHEMA_STREAM,)]
+    for step in (1, 2, 3, 401):
+        for rank in ((), (RANK, 1), (RANK, 2)):
+            keys += [(fit, step, *rank), (noise, step, *rank)]
+    seen = {}
+    for key in keys:
+        sequence = np.random.SeedSequence(7, spawn_key=key)
+        for name, state in [
+            (key, sequence),
+            *(((*key, i), c) for i, c in enumerate(sequence.spawn(4))),
+        ]:
+            words = tuple(state.generate_state(4))
+            assert words not in seen, f"{name} draws what {seen[words]} draws"
+            seen[words] = name
+    with pytest.raises(ValueError):
+        SecretRandomness(7, fit, 2**32 + 1)
 
 
 def test_the_secret_source_cannot_be_saved():
