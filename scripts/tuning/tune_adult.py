@@ -524,8 +524,10 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
     # on every seed), TVD level; with both learning rates doubled 0.865, level; with G's
     # alone, or 750 rows for 533 steps, 0.865, 2-/3-way TVD 0.001 higher. At ε = 1 the
     # defaults 0.851, 0.013/0.058/0.075; half the steps 0.848, 0.014/0.063/0.081; with both
-    # rates doubled 0.849, 0.013/0.059/0.076. Half the steps took 40% off the fit. Not adopted:
-    # on the development suite (tune_fidelity.py's round 54) it hurt the small tables.
+    # rates doubled 0.849, 0.013/0.059/0.076. Half the steps took 40% off this script's fit,
+    # but only 10% off the default command's wall time (28.1 s against 32.0 s, 3 paired runs
+    # at 66d6540 on this Xeon: a step on twice the rows costs nearly twice as much). Not
+    # adopted: on the development suite (tune_fidelity.py's round 54) it was mixed.
     "r54_default": (ModelConfig(), TrainConfig(progress=False), PrivacyConfig()),
     "r54_batch1000_steps400": (
         ModelConfig(),
