@@ -194,8 +194,7 @@ class CGANTrainer:
         self._pool = (
             ThreadPoolExecutor(1, thread_name_prefix="rdpgan-generator") if _spare_core() else None
         )
-        if isinstance(critic, DPSGD):  # its noise, a step ahead, in the gaps between G's halves
-            critic.draw_noise_ahead(self._pool)
+        critic.draw_noise_ahead(self._pool)  # a step ahead, in the gaps between G's halves
         self._generator_half: _GeneratorInputs | Future[_GeneratorInputs] | None = None
         self._fakes_gate: _FakesGate | None = None
         # Simultaneous steps: G's step scores its fakes with D as it was before D's step (a
@@ -389,13 +388,10 @@ class CGANTrainer:
         """Stop the generator's thread (idempotent), calling off an update still waiting for a
         D step."""
         self._decide_update(go=False)
-        try:
-            if isinstance(self.critic, DPSGD):
-                self.critic.draw_noise_ahead(None)
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
+        self.critic.draw_noise_ahead(None)  # (a draw made ahead that failed is dropped too)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def averaged_steps(self) -> int:
         """G steps the moving average covers (0 without one)."""
