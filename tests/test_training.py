@@ -456,11 +456,9 @@ def test_run_steps_paces_only_where_a_second_thread_runs(monkeypatch):
         assert recorded == (ways if spare else [])  # every paced step is timed as it ran
 
 
-@pytest.mark.parametrize("spare", [False, True])
-def test_the_private_steps_noise_is_drawn_a_step_ahead_on_the_generators_thread(spare, monkeypatch):
-    """Where a core is spare, each step's noise after the first is drawn during the step
-    before, on the generator's thread; closing the trainer drops the draw made ahead for a
-    step that never comes. Without one, every draw is made in its own step."""
+def spied_noise(monkeypatch, spare: bool, fails_after: int | None = None) -> tuple:
+    """A small trainer (a spare core or not) whose noise draws record the thread each ran on,
+    and fail after ``fails_after`` draws; the trainer, its noise and the threads."""
     monkeypatch.setattr(training, "_spare_core", lambda: spare)
     trainer, _ = small_trainer(bf16=False)
     noise = trainer.critic.optimizer.noise
@@ -468,13 +466,28 @@ def test_the_private_steps_noise_is_drawn_a_step_ahead_on_the_generators_thread(
 
     def spy():
         drawn_on.append(threading.current_thread().name)
+        if fails_after is not None and len(drawn_on) > fails_after:
+            raise MemoryError("the draw made ahead")
         return draw()
 
     monkeypatch.setattr(noise, "_draw", spy)
-    for _ in range(3):
+    return trainer, noise, drawn_on
+
+
+def take_steps(trainer: CGANTrainer, steps: int) -> None:
+    for _ in range(steps):
         trainer.prepare_generator_step()
         trainer.discriminator_step()
         trainer.generator_step()
+
+
+@pytest.mark.parametrize("spare", [False, True])
+def test_the_private_steps_noise_is_drawn_a_step_ahead_on_the_generators_thread(spare, monkeypatch):
+    """Where a core is spare, each step's noise after the first is drawn during the step
+    before, on the generator's thread; closing the trainer drops the draw made ahead for a
+    step that never comes. Without one, every draw is made in its own step."""
+    trainer, noise, drawn_on = spied_noise(monkeypatch, spare)
+    take_steps(trainer, 3)
     ahead = noise.ahead
     trainer.close()
     if spare:
@@ -489,25 +502,12 @@ def test_the_private_steps_noise_is_drawn_a_step_ahead_on_the_generators_thread(
 def test_closing_the_trainer_stops_its_thread_though_a_draw_made_ahead_failed(monkeypatch):
     """The noise drawn ahead for a step that never comes is dropped, its failure too: closing
     still stops the generator's thread (and a run's last checkpoint is still written)."""
-    monkeypatch.setattr(training, "_spare_core", lambda: True)
-    trainer, _ = small_trainer(bf16=False)
-    noise = trainer.critic.optimizer.noise
-    draws, draw = [], noise._draw
-
-    def failing_ahead():
-        draws.append(threading.current_thread().name)
-        if len(draws) > 1:
-            raise MemoryError("the draw made ahead")
-        return draw()
-
-    monkeypatch.setattr(noise, "_draw", failing_ahead)
-    trainer.prepare_generator_step()
-    trainer.discriminator_step()
-    trainer.generator_step()
+    trainer, noise, drawn_on = spied_noise(monkeypatch, spare=True, fails_after=1)
+    take_steps(trainer, 1)
     wait([noise.ahead])  # it has failed
     pool = trainer._pool
     trainer.close()
-    assert len(draws) == 2 and trainer._pool is None and pool._shutdown
+    assert len(drawn_on) == 2 and trainer._pool is None and pool._shutdown
     assert noise.ahead is None and noise.executor is None
 
 
