@@ -87,8 +87,7 @@ def make_trainer(private: bool, seed: int = 0) -> CGANTrainer:
         train.batch_size,
         model.auxiliary_weight,
     )
-    if isinstance(critic, DPSGD):  # the step's whole work: in a run, G's thread draws the noise
-        critic.draw_noise_ahead(None)
+    critic.draw_noise_ahead(None)  # the step's whole work: in a run, G's thread draws the noise
     return trainer
 
 
