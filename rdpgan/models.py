@@ -246,8 +246,8 @@ class CodeLinear(nn.Linear):
     the weight is a sum of 14 of the weight's columns: a gather instead of a dense product, and
     the weight's gradient a scatter of the output gradients. Integer input [..., k] holds each
     row's k columns (a column may repeat: it then counts twice, as a 2 would); float input is
-    the dense row, as for :class:`torch.nn.Linear`. Either way the result, the gradients and
-    the per-sample gradient norms (:func:`code_linear_norms`) are those of the dense layer.
+    the dense row, as for :class:`torch.nn.Linear`. Either way the result and the gradients are
+    those of the dense layer.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -272,18 +272,24 @@ class _SumOfColumns(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[None, torch.Tensor]:
         (columns,) = ctx.saved_tensors
-        rows, k = columns.shape
-        row_of_each = torch.arange(rows, device=columns.device).repeat_interleave(k)
-        ones = torch.ones(rows * k, dtype=grad.dtype, device=grad.device)
-        # [in, rows]: how often each column occurs in each row (a repeat is summed). The
-        # columns are in range: the forward's embedding_bag checked them.
-        counts = torch.sparse_coo_tensor(
-            torch.stack([columns.reshape(-1), row_of_each]),
-            ones,
-            (ctx.in_features, rows),
-            check_invariants=False,
-        )
-        return None, torch.sparse.mm(counts, grad).t().contiguous()
+        return None, column_weight_grad(columns, grad, ctx.in_features)
+
+
+def column_weight_grad(columns: torch.Tensor, grad: torch.Tensor, in_features: int) -> torch.Tensor:
+    """[out, in]: the weight gradient of a linear layer whose rows were given as the columns
+    of their 1s (``columns`` [rows, k], in range), from the output gradients ``grad``
+    [rows, out]: a sparse product, each column's count in each row (a repeat summed) times
+    ``grad``."""
+    rows, k = columns.shape
+    row_of_each = torch.arange(rows, device=columns.device).repeat_interleave(k)
+    ones = torch.ones(rows * k, dtype=grad.dtype, device=grad.device)
+    counts = torch.sparse_coo_tensor(  # [in, rows]
+        torch.stack([columns.reshape(-1), row_of_each]),
+        ones,
+        (in_features, rows),
+        check_invariants=False,
+    )
+    return torch.sparse.mm(counts, grad).t().contiguous()
 
 
 def one_hot_columns(x: torch.Tensor, n_blocks: int) -> torch.Tensor | None:

@@ -7,9 +7,9 @@ rows; (2) the ledger, not a hidden accountant hook, charges each step, before it
 is used; (3) the noise comes from a :class:`SecretRandomness` of its own, a step ahead on a
 spare thread (:class:`StepNoise`; Opacus's own generator argument takes a ``torch.Generator``,
 whose CPU state is seeded from 64 bits at most). The
-clipping is Opacus's own (ghost clipping: per-sample gradient norms from its hooks, without
-materialising per-sample gradients); only its two backward passes are driven here, so that the
-first computes no weight gradient it would throw away (:func:`_ghost_clipped_backward`).
+clipping is ours (:mod:`rdpgan.privacy.clipping`): per-sample gradient norms and the clipped sum
+from one backward pass, where Opacus's ghost clipping takes two; the optimizer that adds the
+noise and steps is Opacus's.
 
 A "sample" is whatever the module's first dimension indexes. The GAN trainer passes [B, 2, F]
 tensors, one (real row, fake row) pair per sample, so each pair's joint gradient is clipped as
@@ -18,17 +18,12 @@ one unit: adding or removing a private row adds or removes exactly one clipped t
 
 from __future__ import annotations
 
-import logging
-import warnings
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, wait
 from contextlib import contextmanager
 from typing import Any
 
 import torch
-from opacus.grad_sample import GradSampleModuleFastGradientClipping
-from opacus.grad_sample.linear import compute_linear_norm_sample
-from opacus.grad_sample.utils import register_norm_sampler
 from opacus.optimizers import (
     DistributedDPOptimizerFastGradientClipping,
     DPOptimizerFastGradientClipping,
@@ -37,12 +32,9 @@ from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processe
 from torch import nn
 
 from rdpgan import distributed
-from rdpgan.models import CodeLinear
+from rdpgan.privacy.clipping import LinearClipper
 from rdpgan.privacy.ledger import PrivacyLedger, Release
 from rdpgan.privacy.randomness import NOISE_STREAM, SecretRandomness
-
-# Opacus logs one INFO line per wrapped layer ("under Ghost Clipping"): noise for a user.
-logging.getLogger("opacus").setLevel(logging.WARNING)
 
 
 @contextmanager
@@ -55,33 +47,6 @@ def _frozen_parameters(module: nn.Module) -> Iterator[None]:
     finally:
         for p in params:
             p.requires_grad_(True)
-
-
-@register_norm_sampler(CodeLinear)
-def code_linear_norms(
-    layer: CodeLinear, activations: list[torch.Tensor], backprops: torch.Tensor
-) -> dict[nn.Parameter, torch.Tensor]:
-    """Each sample's gradient norm for the weight and bias of a :class:`CodeLinear`.
-
-    Dense input goes to Opacus's own ghost norm for ``nn.Linear``. For rows given as the
-    columns of their 1s, sample n's weight gradient is sum_t g_t a_t^T over its rows t (a pair:
-    t = real, fake), so its squared norm is sum_{t,u} (g_t . g_u)(a_t . a_u), where a_t . a_u
-    counts the (column of t, column of u) pairs that are equal: the dense formula, exactly.
-    """
-    codes = activations[0]
-    if codes.is_floating_point():
-        return compute_linear_norm_sample(layer, activations, backprops)
-    if backprops.dim() == 2:  # one row per sample
-        codes, backprops = codes.unsqueeze(1), backprops.unsqueeze(1)
-    codes, backprops = codes.flatten(1, -2), backprops.flatten(1, -2)  # [n, rows, k], [n, rows, o]
-    ggt = torch.einsum("nto,nuo->ntu", backprops, backprops)
-    shared = (codes[:, :, None, :, None] == codes[:, None, :, None, :]).sum((-1, -2))
-    norms = {}
-    if layer.weight.requires_grad:
-        norms[layer.weight] = (ggt * shared.to(ggt.dtype)).sum((1, 2)).clamp(min=0).sqrt()
-    if layer.bias is not None and layer.bias.requires_grad:
-        norms[layer.bias] = ggt.sum((1, 2)).clamp(min=0).sqrt()
-    return norms
 
 
 class StepNoise:
@@ -185,13 +150,8 @@ class DPSGD:
     ):
         self.ledger = ledger
         self.release = release
-        self.module = GradSampleModuleFastGradientClipping(
-            module,
-            batch_first=True,
-            loss_reduction="sum",
-            max_grad_norm=max_grad_norm,
-            use_ghost_clipping=True,
-        )
+        self.module = module
+        self.clipper = LinearClipper(module, max_grad_norm)
         optimizer_class = (
             _DistributedSecretNoise if distributed.world_size() > 1 else _SecretNoiseExpectedMean
         )
@@ -205,7 +165,9 @@ class DPSGD:
         )
 
     def zero_grad(self) -> None:
+        """Clear the gradients, and what forward passes before this step's recorded."""
         self.optimizer.zero_grad(set_to_none=True)
+        self.clipper.forget()
 
     def draw_noise_ahead(self, executor: Executor | None) -> None:
         """Draw each step's noise during the step before, on ``executor``'s thread (None:
@@ -215,97 +177,19 @@ class DPSGD:
     def step(self, per_sample_loss: torch.Tensor) -> None:
         """Clip each sample's gradient, add noise, update; the ledger is charged first."""
         self.ledger.charge(self.release)
-        with warnings.catch_warnings():
-            # D's inputs never need gradients here; PyTorch warns about that on every step.
-            warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
-            _ghost_clipped_backward(self.module, self.optimizer, per_sample_loss)
+        self.optimizer.zero_grad(set_to_none=True)  # Opacus adds p.grad to a sum left over
+        self.clipper.clipped_backward(per_sample_loss)
         self.optimizer.step()
 
     @contextmanager
     def frozen(self) -> Iterator[nn.Module]:
         """Use the module as a fixed function (e.g. for the generator's loss through D).
 
-        Hooks off and parameters frozen, so no per-sample state from this pass can leak into
-        the next private step.
+        Recording off and parameters frozen, so nothing from this pass can reach the next
+        private step.
         """
-        self.module.disable_hooks()
-        try:
-            with _frozen_parameters(self.module):
-                yield self.module
-        finally:
-            self.module.enable_hooks()
-
-
-def _ghost_clipped_backward(
-    module: GradSampleModuleFastGradientClipping,
-    optimizer: DPOptimizerFastGradientClipping,
-    per_sample_loss: torch.Tensor,
-) -> None:
-    """Leave in each parameter's ``grad`` the sum over samples of their clipped gradients.
-
-    Opacus's two passes of ghost clipping (``DPTensorFastGradientClipping.backward``): the
-    first only to let its hooks take each sample's gradient norm from every layer's inputs
-    and output gradients, the second, hooks off, on the loss scaled by each sample's clipping
-    factor. Opacus runs the first as a full ``backward()`` and throws away the parameter
-    gradients it accumulates, about a quarter of a step's matrix products on our MLP critic;
-    here it asks for the gradient of the cheapest parameter of each layer (its bias, where it
-    has one), which needs every layer's output gradient, so that every hook fires, and no
-    other weight gradient. A layer whose hook did not fire would leave its norm from the
-    previous step: every norm is cleared first, and a missing one stops the step.
-    """
-    try:
-        scale = _clipping_factors(module, per_sample_loss)
-    except BaseException:  # a refused step leaves nothing for the next one to trip over
-        _forget_forward(module)
-        raise
-    optimizer.zero_grad(set_to_none=True)  # as Opacus does between its passes
-    module.disable_hooks()
-    try:
-        (scale * per_sample_loss).sum().backward()
-    finally:
-        module.enable_hooks()
-
-
-def _clipping_factors(
-    module: GradSampleModuleFastGradientClipping, per_sample_loss: torch.Tensor
-) -> torch.Tensor:
-    """The first pass: each sample's clipping factor, min(1, C / its gradient norm)."""
-    # The parameters Opacus clips over: those that needed gradients when it wrapped the module.
-    clipped = module.trainable_parameters
-    if {id(p) for p in clipped} != {id(p) for p in module.parameters() if p.requires_grad}:
-        raise RuntimeError("the trainable parameters changed since the module was made private")
-    for p in clipped:
-        p._norm_sample = None
-    layers = [m for m in module.modules() if any(p.requires_grad for p in m.parameters(False))]
-    cheapest = [
-        min((p for p in layer.parameters(False) if p.requires_grad), key=torch.Tensor.numel)
-        for layer in layers
-    ]
-    torch.autograd.grad(per_sample_loss.sum(), cheapest, retain_graph=True, allow_unused=True)
-    if any(p._norm_sample is None for p in clipped):
-        raise RuntimeError(
-            "a layer's per-sample gradient norm was not computed (does an input of the private "
-            "module need a gradient?); step refused"
-        )
-    scale = module.get_clipping_coef()
-    if per_sample_loss.shape != scale.shape:  # broadcasting would mix samples' losses
-        raise ValueError(
-            f"expected one loss per sample, shape {tuple(scale.shape)}, "
-            f"got {tuple(per_sample_loss.shape)}"
-        )
-    return scale
-
-
-def _forget_forward(module: nn.Module) -> None:
-    """Drop what Opacus's hooks kept from a forward pass whose backward did not run: each
-    layer's inputs and its count of forward passes (which, left at 1, would make the next
-    forward fail as if the layer's parameters were shared)."""
-    for layer in module.modules():
-        if hasattr(layer, "activations"):
-            layer.activations.clear()
-        for p in layer.parameters(False):
-            if hasattr(p, "_forward_counter"):
-                p._forward_counter = 0
+        with self.clipper.paused(), _frozen_parameters(self.module):
+            yield self.module
 
 
 class PlainSGD:

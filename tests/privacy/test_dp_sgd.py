@@ -16,7 +16,8 @@ import torch
 from torch.nn import functional as F
 
 from rdpgan.models import CodeLinear, Discriminator
-from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD, code_linear_norms
+from rdpgan.privacy.clipping import per_sample_squared_norms
+from rdpgan.privacy.dp_sgd import DPSGD, PlainSGD
 from rdpgan.privacy.ledger import Release
 from rdpgan.privacy.randomness import NOISE_STREAM, SecretRandomness
 
@@ -115,6 +116,20 @@ def test_pair_gradient_is_clipped_as_one_unit_and_fake_half_is_kept():
     assert ledger.charges == 1  # one step for the real and fake loss together
 
 
+def test_rows_that_need_a_gradient_are_clipped_as_any_rows():
+    """D's input may come from a graph (G's rows): the clipped sum is the same, and the step
+    leaves the input's own gradient alone."""
+    clip = 0.05
+    critic, discriminator, _, before = make_critic(seed=0, sigma=0.0, clip=clip)
+    x, y = pair_batch(1)
+    source = x.clone().requires_grad_(True)
+    d_step(critic, source * 1.0, y)
+    applied = flat_params(before) - flat_params(discriminator)
+    expected = reference_update(before, x, y, clip, expected=4)
+    torch.testing.assert_close(applied, expected, rtol=1e-4, atol=1e-6)
+    assert source.grad is None
+
+
 def test_rows_as_columns_of_their_ones_are_clipped_as_the_dense_rows():
     """The plain critic, its label entering the first layer as one more column: a pair's
     clipped gradient is that of its dense rows, whether or not real and fake share columns."""
@@ -129,19 +144,25 @@ def test_rows_as_columns_of_their_ones_are_clipped_as_the_dense_rows():
     assert ledger.charges == 1
 
 
+@pytest.mark.parametrize("frozen_weight", [False, True])
+@pytest.mark.parametrize("as_columns", [False, True])
 @pytest.mark.parametrize("shape", [(5, 3), (5, 2, 3), (5, 2, 2, 3)])
-def test_code_linear_norms_are_the_dense_per_sample_gradient_norms(shape):
-    """Any leading shape, repeated columns included (a column twice counts as a 2)."""
+def test_per_sample_norms_are_those_of_each_samples_gradient(shape, as_columns, frozen_weight):
+    """Any leading shape; rows dense or as the columns of their 1s, repeated columns included
+    (a column twice counts as a 2); over the layer's trainable parameters only."""
     torch.manual_seed(0)
     layer = CodeLinear(WIDTH, 4)
+    layer.weight.requires_grad_(not frozen_weight)
     columns = torch.randint(0, 3, shape)  # few columns: repeats within and across rows
+    dense = F.one_hot(columns, WIDTH).sum(-2).float() + 0.1 * torch.randn(*shape[:-1], WIDTH)
+    x = columns if as_columns else dense
     weights = torch.randn(*shape[:-1], 4)
-    norms = code_linear_norms(layer, [columns], weights)
+    squared = per_sample_squared_norms(layer, x, weights)
     for i in range(shape[0]):
         layer.zero_grad()
-        (layer(columns[i : i + 1]) * weights[i : i + 1]).sum().backward()
-        torch.testing.assert_close(norms[layer.weight][i], layer.weight.grad.norm())
-        torch.testing.assert_close(norms[layer.bias][i], layer.bias.grad.norm())
+        (layer(x[i : i + 1]) * weights[i : i + 1]).sum().backward()
+        grads = [p.grad.flatten() for p in layer.parameters() if p.requires_grad]
+        torch.testing.assert_close(squared[i], torch.cat(grads).pow(2).sum())
 
 
 def ac_pair_losses(module, x, y) -> torch.Tensor:
@@ -200,12 +221,13 @@ def test_every_layer_of_the_ac_critic_is_clipped_per_pair(clip, as_columns):
 
 def head_left_out(critic, x, y) -> torch.Tensor:
     """A loss the head is not in: the head's layer gets no per-sample norm."""
-    return critic.module._module.body(torch.cat([x, y], -1)).pow(2).sum(dim=(1, 2))
+    return critic.module.body(torch.cat([x, y], -1)).pow(2).sum(dim=(1, 2))
 
 
-def input_needs_a_gradient(critic, x, y) -> torch.Tensor:
-    """D's input needs a gradient, so the first layer's norm would come only with it."""
-    return pair_losses(critic.module, x.clone().requires_grad_(True), y)
+def two_forward_passes(critic, x, y) -> torch.Tensor:
+    """Every layer runs twice before the step (as a shared layer would): one pass's inputs
+    and output gradients are not the whole of a sample's gradient."""
+    return pair_losses(critic.module, x, y) + pair_losses(critic.module, x.flip(0), y)
 
 
 def one_loss_per_row(critic, x, y) -> torch.Tensor:
@@ -214,25 +236,23 @@ def one_loss_per_row(critic, x, y) -> torch.Tensor:
 
 
 def assert_no_forward_left(critic) -> None:
-    """Nothing Opacus's hooks kept from a forward pass outlives its step."""
-    for layer in critic.module.modules():
-        assert not getattr(layer, "activations", [])
-        assert all(getattr(p, "_forward_counter", 0) == 0 for p in layer.parameters(False))
+    """Nothing the clipper recorded from a forward pass outlives its step."""
+    assert not any(critic.clipper._records.values())
 
 
 @pytest.mark.parametrize(
     ("loss", "error"),
     [
         (head_left_out, "norm was not computed"),
-        (input_needs_a_gradient, "norm was not computed"),
+        (two_forward_passes, "run once per step"),
         (one_loss_per_row, "one loss per sample"),
     ],
 )
 def test_a_step_that_cannot_be_clipped_exactly_is_refused_and_still_charged(loss, error):
-    """A layer without a per-sample norm (left out of the loss, or its norm tied to an input
-    gradient) or losses not one per sample: the step is refused rather than clipped wrongly
-    (e.g. with a layer's norm from an earlier step), it is charged all the same, D is
-    unchanged, and a correct step can follow."""
+    """A layer without a per-sample norm (left out of the loss), layers run twice, or losses
+    not one per sample: the step is refused rather than clipped wrongly (e.g. with a layer's
+    norm from an earlier step), it is charged all the same, D is unchanged, and a correct step
+    can follow."""
     critic, discriminator, ledger, _ = make_critic(seed=0, sigma=0.0, clip=1.0)
     x, y = pair_batch(1)
     d_step(critic, x, y)
@@ -245,6 +265,19 @@ def test_a_step_that_cannot_be_clipped_exactly_is_refused_and_still_charged(loss
     assert_no_forward_left(critic)
     d_step(critic, x, y)
     assert ledger.charges == 3 and not torch.equal(flat_params(discriminator), before)
+
+
+def test_a_forward_pass_before_the_steps_zero_grad_is_forgotten():
+    """A pass through D outside a step (and outside ``frozen``) leaves nothing for the next
+    step: its ``zero_grad`` drops it, and the step clips its own pass alone."""
+    clip = 0.05
+    critic, discriminator, _, before = make_critic(seed=0, sigma=0.0, clip=clip)
+    x, y = pair_batch(1)
+    pair_losses(critic.module, *pair_batch(2))
+    d_step(critic, x, y)
+    applied = flat_params(before) - flat_params(discriminator)
+    expected = reference_update(before, x, y, clip, expected=4)
+    torch.testing.assert_close(applied, expected, rtol=1e-4, atol=1e-6)
 
 
 def test_a_parameter_unfrozen_after_wrapping_is_not_left_unclipped():
