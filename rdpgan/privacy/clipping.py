@@ -42,8 +42,13 @@ class LinearClipper:
         others = [type(m).__name__ for m in self.layers if not isinstance(m, nn.Linear)]
         if others:
             raise ValueError(f"only linear layers can be clipped this way, not {others}")
+        # A weight tied between layers, or a parameter beside a layer's weight and bias,
+        # would have a gradient the layers' own products do not give.
+        owned = [id(p) for m in self.layers for p in (m.weight, m.bias) if p is not None]
+        if len(set(owned)) < len(owned) or not {id(p) for p in self.params} <= set(owned):
+            raise ValueError("each trainable parameter must be one linear layer's own")
         self.recording = True
-        self._records: dict[nn.Module, list[tuple[torch.Tensor, torch.Tensor]]] = {
+        self._records: dict[nn.Module, list[tuple[torch.Tensor, torch.Tensor, int]]] = {
             layer: [] for layer in self.layers
         }
         for layer in self.layers:
@@ -51,7 +56,7 @@ class LinearClipper:
 
     def _record(self, layer: nn.Module, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
         if self.recording:
-            self._records[layer].append((inputs[0].detach(), output))
+            self._records[layer].append((inputs[0].detach(), output, output._version))
 
     def forget(self) -> None:
         """Drop what the forward passes since the last step recorded."""
@@ -61,11 +66,11 @@ class LinearClipper:
     @contextmanager
     def paused(self) -> Iterator[None]:
         """Forward passes inside record nothing (the module used as a fixed function)."""
-        self.recording = False
+        recording, self.recording = self.recording, False
         try:
             yield
         finally:
-            self.recording = True
+            self.recording = recording
 
     def clipped_backward(self, per_sample_loss: torch.Tensor) -> None:
         """Leave in each trainable parameter's ``grad`` the sum over samples of each sample's
@@ -86,10 +91,13 @@ class LinearClipper:
                 "a layer's per-sample gradient norm was not computed (a trainable layer is not "
                 "in the loss); step refused"
             )
-        squared = torch.zeros_like(per_sample_loss)
+        squared = torch.zeros_like(per_sample_loss, dtype=torch.float64)
         for layer, a, g in zip(self.layers, inputs, output_grads, strict=True):
             squared = squared + per_sample_squared_norms(layer, a, g)
-        factor = (self.max_grad_norm / (squared.sqrt() + 1e-6)).clamp(max=1.0)
+        # A relative margin keeps a clipped norm at or under C despite the float32 sums that
+        # form the gradients (a norm is exact to about 1e-7 of itself).
+        factor = (self.max_grad_norm / (squared.sqrt() * (1 + 1e-5) + 1e-6)).clamp(max=1.0)
+        factor = factor.to(per_sample_loss.dtype)
         for layer, a, g in zip(self.layers, inputs, output_grads, strict=True):
             _set_clipped_sums(layer, a, g * factor.view(-1, *([1] * (g.dim() - 1))))
 
@@ -105,8 +113,14 @@ class LinearClipper:
                 "a layer's per-sample gradient norm was not computed (each trainable layer must "
                 f"run once per step, ran {sorted(counts)} times); step refused"
             )
-        inputs = [self._records[layer][0][0] for layer in self.layers]
-        outputs = [self._records[layer][0][1] for layer in self.layers]
+        records = [self._records[layer][0] for layer in self.layers]
+        if any(output._version != version for _, output, version in records):
+            raise RuntimeError(
+                "a layer's output was changed in place after it was recorded (an in-place "
+                "activation?): its gradient would not be the layer's; step refused"
+            )
+        inputs = [a for a, _, _ in records]
+        outputs = [output for _, output, _ in records]
         samples = {len(a) for a in inputs}
         if samples != {len(per_sample_loss)} or per_sample_loss.dim() != 1:
             raise ValueError(
@@ -128,13 +142,13 @@ def per_sample_squared_norms(layer: nn.Linear, a: torch.Tensor, g: torch.Tensor)
     (A A^T)_tu counts the columns rows t and u share (a repeat counting as a 2 would): the
     dense formula, exactly."""
     a, g = _rows(a), _rows(g)
-    ggt = torch.einsum("nto,nuo->ntu", g, g)
-    squared = torch.zeros(len(g), dtype=g.dtype, device=g.device)
+    ggt = torch.einsum("nto,nuo->ntu", g, g).double()
+    squared = torch.zeros(len(g), dtype=torch.float64, device=g.device)
     if layer.weight.requires_grad:
         if a.is_floating_point():
-            aat = torch.einsum("nti,nui->ntu", a, a)
+            aat = torch.einsum("nti,nui->ntu", a, a).double()
         else:
-            aat = (a[:, :, None, :, None] == a[:, None, :, None, :]).sum((-1, -2)).to(g.dtype)
+            aat = (a[:, :, None, :, None] == a[:, None, :, None, :]).sum((-1, -2)).double()
         squared = squared + (ggt * aat).sum((1, 2)).clamp(min=0)
     if layer.bias is not None and layer.bias.requires_grad:
         squared = squared + ggt.sum((1, 2)).clamp(min=0)

@@ -162,7 +162,8 @@ def test_per_sample_norms_are_those_of_each_samples_gradient(shape, as_columns, 
         layer.zero_grad()
         (layer(x[i : i + 1]) * weights[i : i + 1]).sum().backward()
         grads = [p.grad.flatten() for p in layer.parameters() if p.requires_grad]
-        torch.testing.assert_close(squared[i], torch.cat(grads).pow(2).sum())
+        expected = torch.cat(grads).double().pow(2).sum()
+        torch.testing.assert_close(squared[i], expected, rtol=1e-5, atol=1e-7)
 
 
 def ac_pair_losses(module, x, y) -> torch.Tensor:
@@ -309,6 +310,66 @@ def test_a_parameter_unfrozen_after_wrapping_is_not_left_unclipped():
     assert ledger.charges == 2 and not torch.equal(flat_params(discriminator), before)
 
 
+@pytest.mark.parametrize("frozen", ["head.bias", "head.weight", "body.0.weight"])
+def test_a_frozen_parameter_gets_no_gradient_and_stays_put(frozen):
+    """Opacus noises only the parameters that need a gradient; one that does not must get no
+    gradient either, or the optimizer would move it by an unclipped, noiseless sum."""
+    torch.manual_seed(0)
+    discriminator = Discriminator(WIDTH, CLASSES, hidden=[8])
+    parameter = discriminator.get_parameter(frozen)
+    parameter.requires_grad_(False)
+    critic = DPSGD(
+        discriminator,
+        torch.optim.SGD(discriminator.parameters(), lr=1.0),
+        ledger=CountingLedger(),
+        release=Release("dp_sgd", "gaussian", 10.0, 0.1),
+        max_grad_norm=1.0,
+        expected_batch_size=4,
+        secret=SecretRandomness(0),
+    )
+    before = parameter.detach().clone()
+    d_step(critic, *pair_batch(1))
+    assert parameter.grad is None and torch.equal(parameter, before)
+
+
+def test_each_pairs_clipped_gradient_is_at_most_c():
+    """One pair a step, its gradient far above C: the clipped gradient (noise 0, expected
+    batch 1) is at most C, float32 sums included."""
+    clip = 1e-3
+    critic, discriminator, _, _ = make_critic(seed=0, sigma=0.0, clip=clip, expected=1)
+    for seed in range(20):
+        x, y = pair_batch(seed, size=1)
+        d_step(critic, 50.0 * x, y)
+        norm = torch.cat([p.grad.flatten() for p in discriminator.parameters()]).double().norm()
+        assert clip * (1 - 1e-4) < norm <= clip
+
+
+def test_layers_whose_gradients_the_clipper_cannot_form_are_refused():
+    """A weight tied between two layers (its gradient is the sum of two products) is refused
+    when D is made private; an in-place change of a layer's output (its gradient is no longer
+    that of the product) when the step is taken, charged and with D unchanged."""
+    torch.manual_seed(0)
+    tied = Discriminator(WIDTH, CLASSES, hidden=[8, 8])
+    tied.body[2].weight = tied.body[0].weight  # both [8, 8]: WIDTH + CLASSES inputs
+    with pytest.raises(ValueError, match="one linear layer's own"):
+        DPSGD(
+            tied,
+            torch.optim.SGD(tied.parameters(), lr=1.0),
+            ledger=CountingLedger(),
+            release=Release("dp_sgd", "gaussian", 0.0, 0.1),
+            max_grad_norm=1.0,
+            expected_batch_size=4,
+            secret=SecretRandomness(0),
+        )
+    critic, discriminator, ledger, _ = make_critic(seed=0, sigma=0.0, clip=1.0)
+    discriminator.body[1].inplace = True  # the LeakyReLU after the first layer
+    before = flat_params(discriminator).clone()
+    with pytest.raises(RuntimeError, match="changed in place"):
+        d_step(critic, *pair_batch(1))
+    assert ledger.charges == 1 and torch.equal(flat_params(discriminator), before)
+    assert_no_forward_left(critic)
+
+
 def test_generator_pass_through_d_does_not_leak_into_the_next_step():
     x1, y1 = pair_batch(1)
     x2, y2 = pair_batch(2)
@@ -324,6 +385,7 @@ def test_generator_pass_through_d_does_not_leak_into_the_next_step():
         )
         g_loss.backward()
     assert fake.grad is not None and fake.grad.abs().sum() > 0  # G does get a signal
+    assert_no_forward_left(leaked)  # recording was paused, not merely dropped by zero_grad
     for before, p in zip(grads_before, d_leaked.parameters(), strict=True):
         assert torch.equal(before, p.grad)  # the G pass wrote nothing into D
     d_step(leaked, x2, y2)
