@@ -161,9 +161,9 @@ def _set_clipped_sums(layer: nn.Linear, a: torch.Tensor, scaled: torch.Tensor) -
     g = scaled.reshape(-1, layer.out_features)
     if layer.weight.requires_grad:
         if a.is_floating_point():
-            grad = g.t().to(a.dtype) @ a.reshape(-1, layer.in_features)
+            grad = g.t().to(a.dtype) @ a.reshape(len(g), layer.in_features)
         elif isinstance(layer, CodeLinear):
-            grad = column_weight_grad(a.reshape(-1, a.shape[-1]), g, layer.in_features)
+            grad = column_weight_grad(a.reshape(len(g), a.shape[-1]), g, layer.in_features)
         else:
             raise TypeError("only a CodeLinear takes the columns of its rows' 1s")
         layer.weight.grad = grad.to(layer.weight.dtype)
