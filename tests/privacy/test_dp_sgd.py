@@ -35,22 +35,25 @@ class CountingLedger:
         release.steps += 1
 
 
-def make_critic(seed: int, sigma: float, clip: float, expected: int = 4):
-    torch.manual_seed(seed)
-    discriminator = Discriminator(WIDTH, CLASSES, hidden=[8])
-    pristine = copy.deepcopy(discriminator)  # before Opacus attaches its hooks
-    ledger = CountingLedger()
-    release = Release("dp_sgd", "gaussian", sigma, 0.1)
-    critic = DPSGD(
+def private(discriminator, sigma: float = 0.0, clip: float = 1.0, expected: int = 4, seed=0):
+    """``discriminator`` made private, stepping by SGD at lr 1, charging a CountingLedger."""
+    return DPSGD(
         discriminator,
         torch.optim.SGD(discriminator.parameters(), lr=1.0),
-        ledger=ledger,
-        release=release,
+        ledger=CountingLedger(),
+        release=Release("dp_sgd", "gaussian", sigma, 0.1),
         max_grad_norm=clip,
         expected_batch_size=expected,
         secret=SecretRandomness(seed),
     )
-    return critic, discriminator, ledger, pristine
+
+
+def make_critic(seed: int, sigma: float, clip: float, expected: int = 4):
+    torch.manual_seed(seed)
+    discriminator = Discriminator(WIDTH, CLASSES, hidden=[8])
+    pristine = copy.deepcopy(discriminator)  # before the clipper attaches its hooks
+    critic = private(discriminator, sigma, clip, expected, seed)
+    return critic, discriminator, critic.ledger, pristine
 
 
 def pair_batch(seed: int, size: int = 5):
@@ -190,15 +193,7 @@ def test_every_layer_of_the_ac_critic_is_clipped_per_pair(clip, as_columns):
 
     torch.manual_seed(0)
     discriminator = fresh()
-    critic = DPSGD(
-        discriminator,
-        torch.optim.SGD(discriminator.parameters(), lr=1.0),
-        ledger=CountingLedger(),
-        release=Release("dp_sgd", "gaussian", 0.0, 0.1),
-        max_grad_norm=clip,
-        expected_batch_size=4,
-        secret=SecretRandomness(0),
-    )
+    critic = private(discriminator, clip=clip)
     clipped = 0
     for seed in (1, 2):  # twice: no norm of one step is reused by the next
         x, columns, y = one_hot_pair_batch(seed, size=6)
@@ -282,22 +277,14 @@ def test_a_forward_pass_before_the_steps_zero_grad_is_forgotten():
 
 
 def test_a_parameter_unfrozen_after_wrapping_is_not_left_unclipped():
-    """Opacus clips the parameters that were trainable when it wrapped D: one unfrozen later
-    would get its gradient unclipped, so the step is refused (and charged); frozen again,
-    training goes on."""
+    """The clipper clips the parameters that were trainable when D was made private: one
+    unfrozen later would get its gradient unclipped, so the step is refused (and charged);
+    frozen again, training goes on."""
     torch.manual_seed(0)
     discriminator = Discriminator(WIDTH, CLASSES, hidden=[8])
     discriminator.head.requires_grad_(False)
-    ledger = CountingLedger()
-    critic = DPSGD(
-        discriminator,
-        torch.optim.SGD(discriminator.parameters(), lr=1.0),
-        ledger=ledger,
-        release=Release("dp_sgd", "gaussian", 0.0, 0.1),
-        max_grad_norm=1.0,
-        expected_batch_size=4,
-        secret=SecretRandomness(0),
-    )
+    critic = private(discriminator)
+    ledger = critic.ledger
     x, y = pair_batch(1)
     discriminator.head.requires_grad_(True)
     before = flat_params(discriminator).clone()
@@ -318,15 +305,7 @@ def test_a_frozen_parameter_gets_no_gradient_and_stays_put(frozen):
     discriminator = Discriminator(WIDTH, CLASSES, hidden=[8])
     parameter = discriminator.get_parameter(frozen)
     parameter.requires_grad_(False)
-    critic = DPSGD(
-        discriminator,
-        torch.optim.SGD(discriminator.parameters(), lr=1.0),
-        ledger=CountingLedger(),
-        release=Release("dp_sgd", "gaussian", 10.0, 0.1),
-        max_grad_norm=1.0,
-        expected_batch_size=4,
-        secret=SecretRandomness(0),
-    )
+    critic = private(discriminator, sigma=10.0)
     before = parameter.detach().clone()
     d_step(critic, *pair_batch(1))
     assert parameter.grad is None and torch.equal(parameter, before)
@@ -352,15 +331,7 @@ def test_layers_whose_gradients_the_clipper_cannot_form_are_refused():
     tied = Discriminator(WIDTH, CLASSES, hidden=[8, 8])
     tied.body[2].weight = tied.body[0].weight  # both [8, 8]: WIDTH + CLASSES inputs
     with pytest.raises(ValueError, match="one linear layer's own"):
-        DPSGD(
-            tied,
-            torch.optim.SGD(tied.parameters(), lr=1.0),
-            ledger=CountingLedger(),
-            release=Release("dp_sgd", "gaussian", 0.0, 0.1),
-            max_grad_norm=1.0,
-            expected_batch_size=4,
-            secret=SecretRandomness(0),
-        )
+        private(tied)
     critic, discriminator, ledger, _ = make_critic(seed=0, sigma=0.0, clip=1.0)
     discriminator.body[1].inplace = True  # the LeakyReLU after the first layer
     before = flat_params(discriminator).clone()
