@@ -400,7 +400,7 @@ def _train(
     if distributed.rank() > 0:  # ... but draws its own fakes for G's steps (public stream)
         stream = np.random.SeedSequence([model.seed, distributed.rank()]).generate_state(1)
         torch.manual_seed(int(stream[0]))
-    # Copied before make_critic wraps D in Opacus's hooks, and without a draw from the public
+    # Copied before make_critic hooks the clipper to D's layers, and without a draw from the public
     # stream (a resumed run continues it where the checkpoint left it).
     snapshot = copy.deepcopy(discriminator) if simultaneous_steps(cfg, expected_batch) else None
     critic, d_steps = make_critic(

@@ -93,7 +93,8 @@ class StepNoise:
 
 
 class _SecretNoiseExpectedMean(DPOptimizerFastGradientClipping):
-    """Opacus's clipping, with noise from the secret source and the *expected* batch size.
+    """Opacus's optimizer over sums already clipped, with noise from the secret source and the
+    *expected* batch size.
 
     With ``loss_reduction="sum"`` Opacus leaves the noisy sum unscaled; dividing by the realised
     batch size would be data-dependent (and undefined for an empty batch).

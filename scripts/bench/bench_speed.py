@@ -150,7 +150,7 @@ def main() -> None:
         "",
         "| step | median ms | steps/s |",
         "| --- | ---: | ---: |",
-        f"| DP-SGD (ghost clipping, σ=1, C=1) | {dp_ms:.2f} | {1e3 / dp_ms:.0f} |",
+        f"| DP-SGD (one-pass clipping, σ=1, C=1) | {dp_ms:.2f} | {1e3 / dp_ms:.0f} |",
         f"| non-private | {plain_ms:.2f} | {1e3 / plain_ms:.0f} |",
         "",
         f"**DP / non-private = {dp_ms / plain_ms:.2f}×** (bar: ≤ 2×).",

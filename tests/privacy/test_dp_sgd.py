@@ -199,7 +199,7 @@ def test_every_layer_of_the_ac_critic_is_clipped_per_pair(clip, as_columns):
         x, columns, y = one_hot_pair_batch(seed, size=6)
         if not as_columns:
             x = x + 0.3 * torch.randn(x.shape, generator=torch.Generator().manual_seed(seed))
-        start = fresh()  # a copy without Opacus's hooks
+        start = fresh()  # a copy without the clipper's hooks
         start.load_state_dict(discriminator.state_dict())
         critic.zero_grad()
         critic.step(ac_pair_losses(critic.module, columns if as_columns else x, y))
