@@ -555,6 +555,10 @@ CANDIDATES: dict[str, tuple[ModelConfig, TrainConfig, PrivacyConfig]] = {
         TrainConfig(progress=False, batch_size=750, max_steps=533),
         PrivacyConfig(),
     ),
+    # Round 55: the defaults once DP-SGD clips in one backward pass (rdpgan/privacy/clipping.py)
+    # instead of Opacus's ghost clipping: the same clipped sums up to float rounding (and a
+    # 1e-5 relative margin on each pair's factor), checked against r54_default's rows.
+    "r55_default_one_pass_clipping": (ModelConfig(), TrainConfig(progress=False), PrivacyConfig()),
 }
 
 
