@@ -54,6 +54,7 @@ from rdpgan.privacy.randomness import (
     exact_sample_rate,
 )
 from rdpgan.settings import validate_settings
+from rdpgan.threads import thread_policy
 from rdpgan.training import CGANTrainer, adam_optimizers, load_optimizer_state, run_steps
 from rdpgan.transform import TableTransformer
 
@@ -77,6 +78,18 @@ def fit(
     checkpoint_dir: str | Path | None,
 ) -> None:
     """Train ``model`` on ``df`` (the private rows); domains come from ``release`` alone."""
+    with thread_policy(model.train_config.threads):
+        _fit(model, df, target, release, positive_label, checkpoint_dir)
+
+
+def _fit(
+    model: FittedModel,
+    df: pd.DataFrame,
+    target: str,
+    release: SchemaRelease,
+    positive_label: Any,
+    checkpoint_dir: str | Path | None,
+) -> None:
     model.device  # noqa: B018 (an unknown or absent device fails before anything is spent)
     if release.releases and not release.reused and distributed.world_size() > 1:
         raise UserInputError(
@@ -336,7 +349,8 @@ def resume(
     features = model.transformer.encode(frame)
     labels = model.transformer.encode_labels(frame)
     secret = _secret(model, int(meta["step"]) + 1)
-    _train(model, features, labels, directory, secret, resume_from=(meta, tensors))
+    with thread_policy(model.train_config.threads):
+        _train(model, features, labels, directory, secret, resume_from=(meta, tensors))
     return model
 
 

@@ -9,6 +9,7 @@ from rdpgan.config import ModelConfig, PrivacyConfig, TrainConfig
 from rdpgan.errors import UserInputError
 from rdpgan.privacy.budget import check_accountant
 from rdpgan.sampler import check_sample_pool
+from rdpgan.threads import policy_threads
 
 
 def budget_shares(privacy: PrivacyConfig, marginals: bool = True) -> float:
@@ -52,6 +53,7 @@ def validate_settings(privacy: PrivacyConfig, model: ModelConfig, train: TrainCo
         raise UserInputError(
             f"train.checkpoint_every must be a whole number >= 0 (0: by share), got {every}"
         )
+    policy_threads(train.threads)
     rate = train.max_sample_rate
     if not 0.0 < rate <= 1.0:
         raise UserInputError(f"train.max_sample_rate must be in (0, 1], got {rate}")

@@ -211,11 +211,44 @@ def test_damaged_model_file_is_a_clear_error(tmp_path):
         ({"train": TrainConfig(checkpoint_share=1.5)}, "checkpoint_share"),
         ({"train": TrainConfig(checkpoint_every=2.5)}, "checkpoint_every"),
         ({"train": TrainConfig(checkpoint_every=-5)}, "checkpoint_every"),
+        ({"train": TrainConfig(threads=0)}, "train.threads"),
+        ({"train": TrainConfig(threads=True)}, "train.threads"),
     ],
 )
 def test_settings_that_numpy_or_torch_would_reject_are_refused_up_front(settings, message):
     with pytest.raises(UserInputError, match=message):
         DPCGAN(**settings)
+
+
+@pytest.mark.parametrize("threads", [None, 2])
+def test_fit_trains_under_the_thread_policy_and_gives_the_callers_threads_back(
+    threads, monkeypatch
+):
+    """The API trains as the command does (one torch thread unless ``train.threads`` says
+    otherwise, so that a core is spare for the generator's half), and the caller's own thread
+    count is back after the fit, even one that failed."""
+    seen = []
+
+    def record(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(fitting, "_train", record)
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        model = DPCGAN(
+            epsilon=2.0,
+            device="cpu",
+            model=SMALL["model"],
+            train=replace(SMALL["train"], threads=threads),
+        )
+        with pytest.raises(RuntimeError, match="recorded"):
+            model.fit(toy_table(), "y", SCHEMA)
+        assert seen == [1 if threads is None else threads]
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_a_release_is_on_disk_before_anything_after_its_noise_can_fail(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rdpgan.errors import UserInputError
-from rdpgan.threads import POLICY_THREADS, apply_thread_policy
+from rdpgan.threads import POLICY_THREADS, apply_thread_policy, thread_policy
 
 
 def test_the_policy_sets_one_thread_and_an_override_wins():
@@ -21,6 +21,23 @@ def test_the_policy_sets_one_thread_and_an_override_wins():
         for bad in (0, -1, 1.5):
             with pytest.raises(UserInputError, match=r"train\.threads"):
                 apply_thread_policy(bad)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_block_under_the_policy_gives_the_callers_threads_back():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        with thread_policy(None) as count:
+            assert count == POLICY_THREADS == torch.get_num_threads()
+        with pytest.raises(KeyError), thread_policy(2):
+            assert torch.get_num_threads() == 2
+            raise KeyError("inside")
+        assert torch.get_num_threads() == 3
+        with pytest.raises(UserInputError, match=r"train\.threads"), thread_policy(0):
+            pass
+        assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
 
