@@ -23,6 +23,8 @@ sample drawn from it are private by post-processing.
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,18 +80,6 @@ def fit(
     checkpoint_dir: str | Path | None,
 ) -> None:
     """Train ``model`` on ``df`` (the private rows); domains come from ``release`` alone."""
-    with thread_policy(model.train_config.threads):
-        _fit(model, df, target, release, positive_label, checkpoint_dir)
-
-
-def _fit(
-    model: FittedModel,
-    df: pd.DataFrame,
-    target: str,
-    release: SchemaRelease,
-    positive_label: Any,
-    checkpoint_dir: str | Path | None,
-) -> None:
     model.device  # noqa: B018 (an unknown or absent device fails before anything is spent)
     if release.releases and not release.reused and distributed.world_size() > 1:
         raise UserInputError(
@@ -349,8 +339,7 @@ def resume(
     features = model.transformer.encode(frame)
     labels = model.transformer.encode_labels(frame)
     secret = _secret(model, int(meta["step"]) + 1)
-    with thread_policy(model.train_config.threads):
-        _train(model, features, labels, directory, secret, resume_from=(meta, tensors))
+    _train(model, features, labels, directory, secret, resume_from=(meta, tensors))
     return model
 
 
@@ -378,6 +367,19 @@ def checkpoint_schema(directory: str | Path) -> Schema:
         raise UserInputError(f"the run in {directory} has a damaged checkpoint.json") from exc
 
 
+def _under_thread_policy(train: Callable[..., None]) -> Callable[..., None]:
+    """``train(model, ...)`` under the model's thread policy (:func:`thread_policy`): the
+    API's fit and resume train as the command does."""
+
+    @functools.wraps(train)
+    def wrapped(model: FittedModel, *args: Any, **kwargs: Any) -> None:
+        with thread_policy(model.train_config.threads):
+            train(model, *args, **kwargs)
+
+    return wrapped
+
+
+@_under_thread_policy
 def _train(
     model: FittedModel,
     features_rows: np.ndarray,

@@ -233,7 +233,7 @@ def test_fit_trains_under_the_thread_policy_and_gives_the_callers_threads_back(
         seen.append(torch.get_num_threads())
         raise RuntimeError("recorded")
 
-    monkeypatch.setattr(fitting, "_train", record)
+    monkeypatch.setattr(fitting, "run_steps", record)
     before = torch.get_num_threads()
     torch.set_num_threads(3)
     try:
