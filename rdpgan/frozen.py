@@ -3,7 +3,7 @@
 Sampling needs G's forward pass and one draw per block of codes, nothing of autograd: done in
 numpy, a saved model is loaded and sampled without importing torch (a second or two of a
 command's start-up), and the products run in float32 through numpy's BLAS, LayerNorm and the
-draws in compiled loops (:mod:`rdpgan.kernels`).
+draws in the loops a call chooses (:mod:`rdpgan.loops`).
 
 :class:`CodeLayout` is the one place the blocks of codes are grouped into buckets of similar
 width; the torch generator (:class:`rdpgan.models.Generator`) trains on the same layout.
@@ -17,9 +17,12 @@ import threading
 from collections.abc import Mapping, Sequence
 from itertools import accumulate, pairwise
 from statistics import NormalDist
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from rdpgan import numpy_kernels
 
 if TYPE_CHECKING:
     from rdpgan.transform import Span
@@ -105,7 +108,7 @@ class CodeLayout:
         for (start, end), offset in zip(self.bucket_cells, offsets, strict=True):
             rows[offset + self.bucket_index[start:end]] = self.cells[start:end]
         self.sampling_rows = rows
-        # Sampling's draw (rdpgan.kernels.draw_codes), blocks in bucket order: each block's
+        # Sampling's draw (draw_codes, rdpgan.loops), blocks in bucket order: each block's
         # first cell in the head's padded outputs, its own cells (its padding aside), and its
         # place among the codes (span order).
         self.draw_starts = np.asarray(
@@ -286,11 +289,9 @@ class FrozenGenerator:
         same for every row, so it rides on the head's bias)."""
         return self._body(z, y) @ self._head(tilt)
 
-    def _body(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def _body(self, z: np.ndarray, y: np.ndarray, loops: ModuleType = numpy_kernels) -> np.ndarray:
         """[rows, units + 1]: the last hidden layer's folded outputs (:func:`_folded`), in this
-        thread's buffer."""
-        from rdpgan import kernels  # (here: training imports this module, numba only samples)
-
+        thread's buffer; LayerNorm by ``loops`` (:mod:`rdpgan.loops`)."""
         ones = np.ones((len(z), 1), np.float32)
         h = np.concatenate([z, y, ones], axis=1, dtype=np.float32)
         for layer, (matrix, lower) in enumerate(self.layers):
@@ -298,7 +299,7 @@ class FrozenGenerator:
             # units' signs flipped, then a zero (see _folded).
             h = np.matmul(h, matrix, out=_hidden_buffer(layer, (len(h), matrix.shape[1])))
             divisor = np.float32(matrix.shape[1] - 1)
-            kernels.layer_norm(h, lower, divisor, np.float32(LAYER_NORM_EPS))
+            loops.layer_norm(h, lower, divisor, np.float32(LAYER_NORM_EPS))
         return h
 
     def _head(self, tilt: Sequence[np.ndarray] | None) -> np.ndarray:
@@ -324,18 +325,17 @@ class FrozenGenerator:
         y: np.ndarray,
         rng: np.random.Generator,
         tilt: Sequence[np.ndarray] | None = None,
+        loops: ModuleType = numpy_kernels,
     ) -> np.ndarray:
         """[rows, blocks]: one code per block (span order) of G(z, y), drawn from the softmax of
         its logits (shifted by ``tilt``: rows of one class) by inverse transform
-        (:func:`rdpgan.kernels.draw_codes`), one uniform draw per block against the block's
-        cumulative sums: the distribution of the argmax of Gumbel-perturbed logits that
+        (``loops.draw_codes``, :mod:`rdpgan.loops`), one uniform draw per block against the
+        block's cumulative sums: the distribution of the argmax of Gumbel-perturbed logits that
         training's hard samples take, with one draw per block instead of one per code.
 
         The head's product is taken transposed ([cells, rows]: the same product, BLAS reading
         its operands the other way), so that the draw runs over each cell's rows, contiguous.
         """
-        from rdpgan import kernels  # (as in _body)
-
         rows, layout = len(z), self.layout
         blocks = len(layout.draw_widths)
         if not blocks:  # a table without feature columns
@@ -344,9 +344,9 @@ class FrozenGenerator:
         head = self._head(tilt)
         # (The head's outputs are this thread's, reused; the draw overwrites them.)
         logits = _hidden_buffer(len(self.layers), (head.shape[1], rows))
-        np.matmul(head.T, self._body(z, y).T, out=logits)
+        np.matmul(head.T, self._body(z, y, loops).T, out=logits)
         codes = np.empty((blocks, rows), dtype=np.int64)
-        kernels.draw_codes(
+        loops.draw_codes(
             logits,
             uniforms,
             layout.draw_starts,

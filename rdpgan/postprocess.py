@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
 
-from rdpgan import kernels
+from rdpgan import numpy_kernels
 from rdpgan.data.discretize import cell_index
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals, shrink_toward
@@ -149,10 +150,12 @@ def raking_weights(
     targets: Sequence[np.ndarray],
     sweeps: int = RAKING_SWEEPS,
     settle: int = 0,
+    loops: ModuleType = numpy_kernels,
 ) -> np.ndarray:
     """Weights (summing to 1) under which table t's weighted distribution is ``targets[t]``,
     where the pool's cells allow. ``cells`` is [tables, rows]: row i lies in cell
     ``cells[t, i]`` of table t (one contiguous array per table, read again every sweep).
+    ``loops``: :mod:`rdpgan.loops`.
 
     The last ``settle`` tables then have the final say: once the sweeps over every table
     stall (noisy tables pull against each other), they are swept alone from those weights, so
@@ -162,22 +165,25 @@ def raking_weights(
     weights = np.full(cells.shape[1], 1.0 / max(cells.shape[1], 1))
     if not len(cells):
         return weights
-    weights = _sweep(weights, cells, targets, sweeps)
+    weights = _sweep(weights, cells, targets, sweeps, loops)
     if 0 < settle < len(cells):
-        weights = _sweep(weights, cells[-settle:], targets[-settle:], sweeps)
+        weights = _sweep(weights, cells[-settle:], targets[-settle:], sweeps, loops)
     return weights
 
 
 def _sweep(
-    weights: np.ndarray, cells: np.ndarray, targets: Sequence[np.ndarray], sweeps: int
+    weights: np.ndarray,
+    cells: np.ndarray,
+    targets: Sequence[np.ndarray],
+    sweeps: int,
+    loops: ModuleType,
 ) -> np.ndarray:
     """IPF from ``weights`` over the tables in order, until a sweep stalls
     (:data:`RAKING_STALL`) or ``sweeps`` are done.
 
     Each step rescales the rows of one table and counts the next table's cells under the new
-    weights in the same pass (:func:`rdpgan.kernels.rescale_and_count`): on large pools the
-    passes over the rows are what raking costs."""
-    from rdpgan import kernels  # (here: fitting imports this module, numba only samples)
+    weights in the same pass (``loops.rescale_and_count``): on large pools the passes over
+    the rows are what raking costs."""
 
     def counts(table: int) -> np.ndarray:
         """Table ``table``'s weighted cell counts, as the weights are."""
@@ -206,7 +212,7 @@ def _sweep(
             # (No renormalising: the goal sums to 1 over the cells the weights reach, so the
             # new weights do too, up to rounding.)
             current = np.zeros(len(targets[following]))
-            kernels.rescale_and_count(weights, table, ratio, cells[following], current)
+            loops.rescale_and_count(weights, table, ratio, cells[following], current)
         if furthest > (1 - RAKING_STALL) * previous:
             break
         previous = furthest
@@ -232,7 +238,11 @@ def systematic_resample(weights: np.ndarray, n: int, rng: np.random.Generator) -
 
 
 def herd(
-    cells: np.ndarray, sizes: Sequence[int], n: int, residual: np.ndarray | None = None
+    cells: np.ndarray,
+    sizes: Sequence[int],
+    n: int,
+    residual: np.ndarray | None = None,
+    loops: ModuleType = numpy_kernels,
 ) -> np.ndarray:
     """Indices of ``n`` distinct rows of a pool, chosen one at a time by kernel herding (Welling
     2009; Chen, Welling & Smola 2010) on the pool's own tables: row i lies in cell
@@ -245,7 +255,7 @@ def herd(
     ``residual`` (one entry per cell of all the tables, in order; updated in place) carries
     what earlier picks fell short by into this call: a cell too rare to be picked within one
     pool is picked in a later one, so that over a sample of many pools every cell keeps its
-    share (to within a row), rare ones included.
+    share (to within a row), rare ones included. ``loops``: :mod:`rdpgan.loops`.
 
     Row j's shortfall after m picks is its cells' residuals plus (m + 1) × the pool's shares
     of its cells, summed over the tables, less the picks in its cells: kept up to date by
@@ -264,7 +274,7 @@ def herd(
     score = gain + residual[flat].reshape(tables, rows).sum(axis=0)
     members = np.argsort(flat, kind="stable") % rows  # the rows of each cell, cell by cell
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    chosen = kernels.herd_picks(score, gain, flat, members, bounds, n)
+    chosen = loops.herd_picks(score, gain, flat, members, bounds, n)
     picked = flat.reshape(tables, rows)[:, chosen].ravel()
     residual += n * shares - np.bincount(picked, minlength=total)
     return chosen
@@ -276,11 +286,16 @@ class Herder:
     (:func:`herd`), what the picks of one sampling call fall short by carried from each pool to
     the next. Where the released marginals are too noisy to rake toward, this removes the
     noise of drawing rows one by one instead, and matches nothing released (it reads G's rows
-    alone)."""
+    alone). ``loops``: :mod:`rdpgan.loops`."""
 
     def __init__(
-        self, code_sizes: Sequence[int], n_classes: int, pairs: Sequence[tuple[int, int]] = ()
+        self,
+        code_sizes: Sequence[int],
+        n_classes: int,
+        pairs: Sequence[tuple[int, int]] = (),
+        loops: ModuleType = numpy_kernels,
     ):
+        self.loops = loops
         self.pairs = list(pairs)
         self.shapes = [(n_classes, size) for size in code_sizes]
         self.shapes += [(code_sizes[i], code_sizes[j]) for i, j in self.pairs]
@@ -298,17 +313,23 @@ class Herder:
             cell_index([labels, codes[:, column]], self.shapes[column], out=cells[column])
         for table, (i, j) in enumerate(self.pairs, start=columns):
             cell_index([codes[:, i], codes[:, j]], self.shapes[table], out=cells[table])
-        return rng.permutation(herd(cells, self.sizes, n, self.residual))
+        return rng.permutation(herd(cells, self.sizes, n, self.residual, self.loops))
 
 
 class Raker:
     """Picks rows of generated pools whose marginals match the released ones: each (class,
     column) table and each released pair's joint table; with ``only`` (pools of one class),
-    that class's column distributions.
-
+    that class's column distributions. ``loops``: :mod:`rdpgan.loops`.
     """
 
-    def __init__(self, released: Marginals, label_probs: np.ndarray, only: int | None = None):
+    def __init__(
+        self,
+        released: Marginals,
+        label_probs: np.ndarray,
+        only: int | None = None,
+        loops: ModuleType = numpy_kernels,
+    ):
+        self.loops = loops
         self.released = released
         self.shares = label_probs / label_probs.sum()
         self.only = only
@@ -328,14 +349,13 @@ class Raker:
         ``SORTED_TABLES`` column tables, so each cell of the first is one contiguous run (kept
         to within one row of its weight), each of the second nearly so, and so on.
         """
-        from rdpgan import kernels  # (as in raking_weights)
-
         cells, targets = self._tables(codes, labels)
         first = len(targets) - self._column_tables()
         leading = slice(first, first + SORTED_TABLES)
         sizes = np.asarray([len(target) for target in targets[leading]], np.int64)
-        order = kernels.lexicographic_order(cells[leading], sizes)
-        weights = raking_weights(cells, targets, settle=len(targets) - first)[order]
+        order = self.loops.lexicographic_order(cells[leading], sizes)
+        weights = raking_weights(cells, targets, settle=len(targets) - first, loops=self.loops)
+        weights = weights[order]
         return rng.permutation(order[systematic_resample(weights, n, rng)])
 
     def _column_tables(self) -> int:

@@ -18,8 +18,8 @@ columns alone (faster). Whether herding follows pairs is decided once for the fi
 ``n``. (Runs saved at a38efaf recorded ``herding_pairs`` null when null meant no pairs: they
 now herd pairs where the rule says so; ``herding_pairs=false`` gives their earlier files.)
 
-Speed: nothing here imports torch or the DP machinery (sampling is numpy and numba's compiled
-loops, :mod:`rdpgan.frozen`, :mod:`rdpgan.kernels`).
+Speed: nothing here imports torch or the DP machinery (sampling is numpy, and numba's compiled
+loops for calls large enough to repay their start: :mod:`rdpgan.frozen`, :mod:`rdpgan.loops`).
 Chunks are generated and converted to Arrow tables by a pool of threads (one per CPU core, each
 with a single-threaded BLAS: whole chunks in parallel beat parallel matrix products, since
 random draws and decoding are serial) while earlier chunks are written, in order, by Arrow's C++

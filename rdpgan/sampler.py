@@ -3,8 +3,8 @@ released statistics it samples labels from and is tilted and raked toward, and t
 
 All of it is post-processing of releases (sampling spends no privacy), and none of it needs
 the DP machinery or torch: a saved model is loaded (:mod:`rdpgan.fitted`) and sampled with
-numpy and a few compiled loops (:mod:`rdpgan.frozen`, :mod:`rdpgan.kernels`), its random
-draws from numpy's generator seeded by the call's ``seed``.
+numpy and, for large calls, a few compiled loops (:mod:`rdpgan.frozen`, :mod:`rdpgan.loops`),
+its random draws from numpy's generator seeded by the call's ``seed``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -23,10 +24,11 @@ import pyarrow as pa
 from threadpoolctl import threadpool_limits
 
 from rdpgan import conditions as conditions_module
-from rdpgan import postprocess, selfcheck
+from rdpgan import numpy_kernels, postprocess, selfcheck
 from rdpgan.config import ModelConfig
 from rdpgan.errors import UserInputError
 from rdpgan.frozen import FrozenGenerator
+from rdpgan.loops import for_rows
 from rdpgan.marginals import Marginals
 from rdpgan.threads import usable_cores
 from rdpgan.transform import TableTransformer
@@ -187,6 +189,15 @@ def matched_rows(released_rows: int) -> int:
     return RAKING_POOL * max(released_rows, CHOICE_ROWS)
 
 
+def herding_block(n: int, pool: int, tables: int) -> int:
+    """Output rows per herded pool for a call of ``n`` rows: near-equal pools, each at most
+    RAKING_ROWS generated rows (memory, as raking) and HERDING_CELLS cells over its
+    ``tables``."""
+    rows = max(HERDING_MIN, min(RAKING_ROWS, HERDING_CELLS // max(tables, 1)) // pool)
+    pools = -(-n // min(HERDING_ROWS, rows))
+    return -(-n // pools)
+
+
 def pool_for_noise(config: ModelConfig, noise: float, released_rows: int) -> int:
     """:func:`raking_pool` for marginals whose noise is ``noise``: known before they are
     released, so that a fit can plan its budget split with it."""
@@ -291,7 +302,8 @@ class Sampler:
         ``workers`` threads, ``pool`` generated rows raked per row kept (default: the pool
         :meth:`chosen_pool` chose, for a call of ``call`` rows: :meth:`call_pool`; a file's
         chunks are one call); unraked (a pool of 1), :meth:`herding_pool` generated rows
-        herded per row kept, from HERDING_MIN rows."""
+        herded per row kept, from HERDING_MIN rows. The call's generated rows choose its
+        loops (:mod:`rdpgan.loops`)."""
         if n is None:
             # The released (noisy) total: the output size does not reveal the exact row count.
             n = self.released_rows
@@ -320,19 +332,18 @@ class Sampler:
         picker: postprocess.Raker | postprocess.Herder | None = None
         # In blocks of output rows, so that memory does not grow with n or the pool.
         block = RAKING_ROWS // pool
+        herding = self.herding_pool(call) if pool == 1 and n >= HERDING_MIN else 1
+        # One choice of loops for the whole call (a file's chunks alike), by its size.
+        loops = for_rows(call * max(pool, herding))
         if pool > 1:
             assert self.marginals is not None
-            picker = postprocess.Raker(self.marginals, self.label_probs, only)
-        elif (herding := self.herding_pool(call)) > 1 and n >= HERDING_MIN:
+            picker = postprocess.Raker(self.marginals, self.label_probs, only, loops)
+        elif herding > 1:
             pool = herding
             pairs = herded_pairs(self.transformer) if self.herding_pairs(call) else []
-            picker = postprocess.Herder(self.transformer.code_sizes, len(self.label_probs), pairs)
-            # Near-equal pools, each at most RAKING_ROWS generated rows (memory, as raking)
-            # and HERDING_CELLS cells over its tables.
-            tables = max(len(picker.shapes), 1)
-            rows = max(HERDING_MIN, min(RAKING_ROWS, HERDING_CELLS // tables) // pool)
-            pools = -(-n // min(HERDING_ROWS, rows))
-            block = -(-n // pools)
+            sizes = self.transformer.code_sizes
+            picker = postprocess.Herder(sizes, len(self.label_probs), pairs, loops)
+            block = herding_block(n, pool, len(picker.shapes))
         parts = []
         pool_codes = None  # a pool's codes, column by column, reused from pool to pool
         for start in range(0, n, block):
@@ -340,11 +351,11 @@ class Sampler:
             # ``pool`` generated rows per row kept; raking or herding picks the rows to keep.
             labels = rng.choice(len(probs), size * pool, p=probs)
             if picker is None:
-                parts.append((self.generate(labels, rng, workers), labels))
+                parts.append((self.generate(labels, rng, workers, loops=loops), labels))
                 continue
             if pool_codes is None or len(pool_codes) != len(labels):
                 pool_codes = np.empty((len(labels), self.columns()), np.int64, order="F")
-            blocks = self.generate(labels, rng, workers, out=pool_codes)
+            blocks = self.generate(labels, rng, workers, out=pool_codes, loops=loops)
             keep = picker(blocks, labels, size, rng)
             parts.append((blocks[keep], labels[keep]))
         # (One block, as unraked calls of up to RAKING_ROWS rows are: no copy into fresh pages.)
@@ -456,13 +467,14 @@ class Sampler:
         rng: np.random.Generator,
         workers: int = 1,
         out: np.ndarray | None = None,
+        loops: ModuleType = numpy_kernels,
     ) -> np.ndarray:
-        """The codes of one generated row per label, each class's rows in passes of their own
-        (with the class's tilt), each pass with a stream of its own seeded from ``rng``'s
-        draws (so calls with the same seed but different ``n`` or blocks do not share them),
-        so that ``workers`` threads (each with one BLAS thread) give the same rows as one.
-        Written into ``out`` ([rows, columns] int64) if given: a raked pool's codes, tens of
-        MB, cost more in their pages' first touch than in being written."""
+        """The codes of one generated row per label (by ``loops``, :mod:`rdpgan.loops`), each
+        class's rows in passes of their own (with the class's tilt), each pass with a stream of
+        its own seeded from ``rng``'s draws (so calls with the same seed but different ``n`` or
+        blocks do not share them), so that ``workers`` threads (each with one BLAS thread) give
+        the same rows as one. Written into ``out`` ([rows, columns] int64) if given: a raked
+        pool's codes, tens of MB, cost more in their pages' first touch than in being written."""
         generator = self.generator
         tilts = self.class_tilts()
         codes = np.empty((len(labels), self.columns()), np.int64) if out is None else out
@@ -480,7 +492,7 @@ class Sampler:
             tilt = None if tilts is None else tilts[label]
             z = generator.latent_draws(stream, len(rows))
             ys = np.broadcast_to(y, (len(rows), len(y)))
-            codes[rows] = generator.sample_codes(z, ys, stream, tilt)
+            codes[rows] = generator.sample_codes(z, ys, stream, tilt, loops)
 
         if workers <= 1 or len(passes) <= 1:
             for index in range(len(passes)):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from rdpgan import kernels, postprocess, sampler
+from rdpgan import kernels, numpy_kernels, postprocess, sampler
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.marginals import Marginals
 from rdpgan.measure import conditional_distributions
@@ -54,7 +54,7 @@ def test_raking_weights_reproduce_every_target_marginal():
 
 def numpy_raking_weights(cells: np.ndarray, targets: list[np.ndarray]) -> np.ndarray:
     """raking_weights as numpy passes (bincount, then rescale, table by table): the reference
-    the compiled sweep (rdpgan.kernels.rescale_and_count) must match to the bit."""
+    the fused sweep (rescale_and_count, compiled or numpy) must match to the bit."""
     weights = np.full(cells.shape[1], 1.0 / cells.shape[1])
     previous = np.inf
     for _ in range(RAKING_SWEEPS):
@@ -77,14 +77,16 @@ def numpy_raking_weights(cells: np.ndarray, targets: list[np.ndarray]) -> np.nda
     return weights
 
 
+@pytest.mark.parametrize("loops", [kernels, numpy_kernels], ids=["compiled", "numpy"])
 @pytest.mark.parametrize("tables", [1, 2, 3])
-def test_raking_weights_are_numpys_to_the_bit(tables):
+def test_raking_weights_are_numpys_to_the_bit(tables, loops):
     """One table, two, and a third whose target is zero wherever the pool reaches (skipped in
     every sweep)."""
     codes = skewed_pool(np.random.default_rng(3), 5000)
     cells = np.vstack([codes.T, codes[:, :1].T])[:tables]
     targets = [*TARGETS, np.array([0.0, 0.0, 0.0, 1.0])][:tables]
-    assert np.array_equal(raking_weights(cells, targets), numpy_raking_weights(cells, targets))
+    weights = raking_weights(cells, targets, loops=loops)
+    assert np.array_equal(weights, numpy_raking_weights(cells, targets))
 
 
 def test_codes_the_pool_never_made_give_their_mass_to_the_others():
@@ -179,22 +181,9 @@ def test_herded_rows_follow_the_pool_in_every_table_where_drawn_rows_scatter():
         herd(cells, sizes, 8001)
 
 
-def test_the_compiled_herding_picks_the_rows_of_its_definition():
-    """kernels.herd_picks is herding's loop as written in numpy (below): the same rows in the
+def test_the_compiled_herding_picks_the_rows_of_its_numpy_twin():
+    """kernels.herd_picks is herding's loop as numpy_kernels writes it: the same rows in the
     same order, ties to the first row, on a pool with many ties and several tables."""
-
-    def reference(score, gain, flat, members, bounds, n):
-        rows = len(score)
-        chosen = []
-        for _ in range(n):
-            row = int(np.argmax(score))
-            chosen.append(row)
-            for cell in flat[row::rows].tolist():
-                score[members[bounds[cell] : bounds[cell + 1]]] -= 1.0
-            score[row] = -np.inf
-            score += gain
-        return np.asarray(chosen)
-
     rng = np.random.default_rng(11)
     cells = np.stack([rng.integers(0, 3, 600), rng.integers(0, 2, 600)])  # tables of 3, 2
     flat = (cells + np.array([[0], [3]])).ravel()
@@ -204,7 +193,8 @@ def test_the_compiled_herding_picks_the_rows_of_its_definition():
     bounds = np.concatenate([[0], np.cumsum(counts)])
     ours, theirs = gain.copy(), gain.copy()
     picked = kernels.herd_picks(ours, gain, flat, members, bounds, 300)
-    np.testing.assert_array_equal(picked, reference(theirs, gain, flat, members, bounds, 300))
+    twin = numpy_kernels.herd_picks(theirs, gain, flat, members, bounds, 300)
+    np.testing.assert_array_equal(picked, twin)
     np.testing.assert_array_equal(ours, theirs)
     assert len(np.unique(picked)) == 300
 

@@ -1,0 +1,28 @@
+"""Which of sampling's loops a call runs: numpy passes (:mod:`rdpgan.numpy_kernels`) or their
+compiled twins (:mod:`rdpgan.kernels`, numba).
+
+The compiled loops run a generator pass about twice as fast and raking's step about four times,
+but numba costs about a second a process before the first of them runs (its import, then its
+set-up at the first call, which imports scipy.linalg and cffi): half of a
+``python -m rdpgan.sample n=1000`` (issue 54). That second is won back only by calls that
+generate hundreds of thousands of rows. A call chooses once, by the rows it generates, so its
+rows depend on its size, settings and seed alone, never on what the process ran before.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# Generated rows from which a call runs the compiled loops. A pass of 2,048 of Adult's rows
+# takes 5 ms compiled and 10 ms in numpy (ad hoc, on the AVX-512 Xeon), so numba's second is
+# repaid from about 400,000 rows; half a raking block, so that a default run's choice and
+# output, and any file of a few thousand rows or more, take the compiled loops.
+COMPILED_FROM = 262_144
+
+
+def for_rows(rows: int) -> ModuleType:
+    """The loops for a call that generates ``rows`` rows: a module with ``layer_norm``,
+    ``draw_codes``, ``rescale_and_count``, ``lexicographic_order`` and ``herd_picks``."""
+    name = "rdpgan.kernels" if rows >= COMPILED_FROM else "rdpgan.numpy_kernels"
+    return importlib.import_module(name)
