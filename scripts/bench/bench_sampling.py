@@ -14,8 +14,8 @@ raked), then to CSV, in ``--rounds`` rounds (medians reported); the first sample
 loading, which fits the tilt, once; as the roofline, G's matrix products alone (float32,
 numpy's BLAS, as sampling runs them: :mod:`rdpgan.frozen`) on one core; and, first of all, the
 command itself end to end for 1,000 rows (start-up, loading, the tilt's fit, writing a CSV), once
-with numba's cache empty (it compiles sampling's kernels), then in ``--startup-runs`` fresh
-processes that load them.
+with numba's cache empty, then in ``--startup-runs`` fresh processes (a call that small runs
+numpy's loops, :mod:`rdpgan.loops`, so numba's cache should make no difference).
 Writes its section of ``results/speed.md`` (the part after the training benchmark's).
 """
 
@@ -289,9 +289,10 @@ def main() -> None:
         f"{len(startup)} runs: min {startup[0]:.2f} s, median {statistics.median(startup):.2f} s, "
         f"max {startup[-1]:.2f} s; issue 29's bar: ≤ {BAR_STARTUP_SECONDS:.0f} s: "
         f"**{'met' if statistics.median(startup) <= BAR_STARTUP_SECONDS else 'not met'}** "
-        f"(median). These runs load sampling's compiled kernels from numba's cache; one run "
-        f"before them, with the cache empty, which compiles them, took {compiling:.2f} s "
-        f"(scripts/setup.sh compiles them as it installs, for the CPU it runs on).",
+        f"(median). A call of {STARTUP_ROWS:,} rows runs numpy's loops, not numba's compiled "
+        f"ones (rdpgan.loops); one run before these, with numba's cache empty, took "
+        f"{compiling:.2f} s (scripts/setup.sh compiles numba's loops as it installs, for the "
+        f"CPU it runs on, for the calls that take them).",
         "",
         f"Adult model with the default sizes ({source}); {n:,} rows in chunks of {chunk:,}, "
         f"{workers} worker thread(s) as the CLI picks, "
