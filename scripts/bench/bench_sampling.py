@@ -8,14 +8,15 @@ Without ``--run-dir``, first trains a default-size model on Adult for ``--train-
 peak). Then, in this process and through the same code as the CLI
 (:func:`rdpgan.sample.write_samples`), it times generating ``--rows`` rows without writing them
 (as the model's settings pick raking and tilt, then unraked keeping every generated row, unraked
-and herded as small tables sample, untilted, raked at RAKING_POOL, and with
-G's passes of other row counts), then writing them to Parquet (as the model samples, and
-raked), then to CSV, in ``--rounds`` rounds (medians reported); the first sample after
-loading, which fits the tilt, once; as the roofline, G's matrix products alone (float32,
-numpy's BLAS, as sampling runs them: :mod:`rdpgan.frozen`) on one core; and, first of all, the
-command itself end to end for 1,000 rows (start-up, loading, the tilt's fit, writing a CSV), once
-with numba's cache empty, then in ``--startup-runs`` fresh processes (a call that small runs
-numpy's loops, :mod:`rdpgan.loops`, so numba's cache should make no difference).
+and herded as small tables sample, untilted, raked at RAKING_POOL, with G's passes of other row
+counts, and with numpy's loops, which calls of fewer generated rows run: :mod:`rdpgan.loops`),
+then writing them to Parquet (as the model samples, and raked), then to CSV, in ``--rounds``
+rounds (medians reported); the first sample after loading, which fits the tilt, once; as the
+roofline, G's matrix products alone (float32, numpy's BLAS, as sampling runs them:
+:mod:`rdpgan.frozen`) on one core; and, first of all, the command itself end to end for 1,000
+rows (start-up, loading, the tilt's fit, writing a CSV), once with numba's cache empty, then in
+``--startup-runs`` fresh processes (a call that small runs numpy's loops, :mod:`rdpgan.loops`,
+so numba's cache should make no difference).
 Writes its section of ``results/speed.md`` (the part after the training benchmark's).
 """
 
@@ -43,6 +44,7 @@ from threadpoolctl import threadpool_limits
 
 from bench.bench_speed import COMMIT, machine, write_speed_md
 from bench.machine_info import cpu_features
+from rdpgan import loops
 from rdpgan import sampler as sampler_module
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.sample import (
@@ -209,6 +211,19 @@ def main() -> None:
 
             return changed_task
 
+        def numpy_loops(task: Callable[[], object]) -> Callable[[], None]:
+            """``task`` with numpy's loops, as a call of fewer generated rows runs them."""
+
+            def numpy_task() -> None:
+                shipped = loops.COMPILED_FROM
+                loops.COMPILED_FROM = 2**62
+                try:
+                    task()
+                finally:
+                    loops.COMPILED_FROM = shipped
+
+            return numpy_task
+
         raked = f"raked (`model.sample_pool={RAKED_POOL}`)"
         stages: list[tuple[str, Callable[[], object], str | None]] = [
             ("generate + decode only", generate, None),
@@ -229,6 +244,12 @@ def main() -> None:
                     None,
                 )
                 for rows in OTHER_PASS_ROWS
+            ),
+            (
+                "generate + decode, numpy's loops (as calls of fewer than "
+                f"{loops.COMPILED_FROM:,} generated rows run them)",
+                numpy_loops(generate),
+                None,
             ),
             ("Parquet", write("s.parquet"), "s.parquet"),
             (
