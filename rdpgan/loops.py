@@ -14,10 +14,11 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-# Generated rows from which a call runs the compiled loops. A pass of 2,048 of Adult's rows
-# takes 5 ms compiled and 10 ms in numpy (ad hoc, on the AVX-512 Xeon), so numba's second is
-# repaid from about 400,000 rows; half a raking block, so that a default run's choice and
-# output, and any file of a few thousand rows or more, take the compiled loops.
+# Generated rows from which a call runs the compiled loops. A million rows from Adult's model
+# (about 4 million generated) took 22.6 s with numpy's loops against 10.7 s compiled
+# (results/speed.md, bench_sampling.py at 00e21cc): 3 us more per generated row, so numba's
+# second is repaid from about 300,000. Half a raking block: a default run's choice and output,
+# and files of a few thousand rows or more, take the compiled loops.
 COMPILED_FROM = 262_144
 
 

@@ -303,7 +303,7 @@ def main() -> None:
         "",
         f"Made by `{command}` at commit {COMMIT} on "
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0.",
-        f"Machine: {machine()}.",
+        f"Machine: {machine()}",
         "",
         f"`python -m rdpgan.sample run_dir=<run> out=<file>.csv n={STARTUP_ROWS:,}` end to end "
         f"(a fresh process: start-up, loading, the tilt's fit, sampling, writing), "

@@ -139,7 +139,7 @@ def main() -> None:
         f"{COMMIT} on "
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, seed 0 (initialisation; batches and "
         "noise from fresh OS entropy).",
-        f"Machine: {machine()}.",
+        f"Machine: {machine()}",
         "",
         "### Discriminator step (Adult train split, default AC-GAN critic, expected batch 500)",
         "",

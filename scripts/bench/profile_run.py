@@ -19,9 +19,11 @@ stages follow the job's order, each from the end of the one before:
 The issue's budget for a default Adult run is 45 s on an AVX2-only EPYC, 10 s of it outside the
 loop; the stage times are also the place to look when a run is slow on another machine.
 ``--loaded`` times each run twice, quiet and beside one busy process (``bench_speed.py``'s
-competitor), alternating: which stages a busy neighbour slows. Writes its part of
-``results/speed.md`` for this kind of CPU (with the emulation caps it ran under), one part
-each way.
+competitor), alternating: which stages a busy neighbour slows. With ``--one-core`` as well,
+each is also timed confined to one core (the run's process pinned to the first core it may
+use, so no second thread runs beside D's step): how a loaded run compares with a run that
+never had a second core. Writes its part of ``results/speed.md`` for this kind of CPU (with
+the emulation caps it ran under), one part each way.
 """
 
 from __future__ import annotations
@@ -101,8 +103,8 @@ def child(overrides: list[str], out: Path, started: float) -> None:
     runpy.run_module("rdpgan.train", run_name="__main__", alter_sys=True)
 
 
-def one_run(overrides: list[str]) -> dict[str, float]:
-    """Seconds per stage of one fresh run."""
+def one_run(overrides: list[str], one_core: bool = False) -> dict[str, float]:
+    """Seconds per stage of one fresh run; with ``one_core``, pinned to one core."""
     with tempfile.TemporaryDirectory() as tmp:
         marks_file = Path(tmp) / "marks.json"
         args = [*overrides, "train.progress=false", f"hydra.run.dir={Path(tmp) / 'run'}"]
@@ -125,6 +127,7 @@ def one_run(overrides: list[str]) -> dict[str, float]:
             check=True,
             stdout=subprocess.DEVNULL,
             env={**os.environ, "PYTHONWARNINGS": "ignore"},
+            preexec_fn=_pin_to_one_core if one_core else None,
         )
         ended = time.time()
         marks = json.loads(marks_file.read_text())
@@ -138,11 +141,16 @@ def one_run(overrides: list[str]) -> dict[str, float]:
     return seconds
 
 
-def loaded_run(overrides: list[str]) -> dict[str, float]:
+def _pin_to_one_core() -> None:
+    """(In the run's process, before it starts.) Its first allowed core alone."""
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def loaded_run(overrides: list[str], one_core: bool = False) -> dict[str, float]:
     """:func:`one_run` beside one busy process."""
     competitor = busy_competitor()
     try:
-        return one_run(overrides)
+        return one_run(overrides, one_core)
     finally:
         competitor.kill()
         competitor.wait()
@@ -166,13 +174,19 @@ def stage_table(columns: dict[str, list[dict[str, float]]]) -> list[str]:
                 for stage in (*STAGES, "total")
             ),
         ]
-    quiet, loaded = medians["quiet"], medians["loaded"]
+    quiet = medians["quiet"]
+    others = [name for name in columns if name != "quiet"]
     return [
-        "| stage | quiet s | loaded s | loaded ÷ quiet |",
-        "| --- | ---: | ---: | ---: |",
+        "| stage | quiet s | " + " | ".join(f"{name} s | {name} ÷ quiet" for name in others) + " |",
+        "| --- | ---: |" + " ---: | ---: |" * len(others),
         *(
-            f"| {stage} | {quiet[stage]:.2f} | {loaded[stage]:.2f} | "
-            f"{loaded[stage] / quiet[stage] if quiet[stage] else float('nan'):.2f}× |"
+            f"| {stage} | {quiet[stage]:.2f} | "
+            + " | ".join(
+                f"{medians[name][stage]:.2f} | "
+                f"{medians[name][stage] / quiet[stage] if quiet[stage] else float('nan'):.2f}×"
+                for name in others
+            )
+            + " |"
             for stage in (*STAGES, "total")
         ),
     ]
@@ -182,20 +196,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--loaded", action="store_true")
+    parser.add_argument("--one-core", action="store_true", help="with --loaded: also on one core")
     parser.add_argument("overrides", nargs="*", default=DEFAULT)
     args = parser.parse_args()
-    columns: dict[str, list[dict[str, float]]] = {"quiet": []}
+    if args.one_core and not args.loaded:
+        parser.error("--one-core compares with the loaded runs: give --loaded too")
+    ways = {"quiet": lambda: one_run(args.overrides)}
     if args.loaded:
-        columns["loaded"] = []
-    for _ in range(args.runs):  # quiet and loaded in turn: drift shows in both
-        columns["quiet"].append(one_run(args.overrides))
-        if args.loaded:
-            columns["loaded"].append(loaded_run(args.overrides))
+        ways["loaded"] = lambda: loaded_run(args.overrides)
+    if args.one_core:
+        ways["one core"] = lambda: one_run(args.overrides, one_core=True)
+        ways["one core, loaded"] = lambda: loaded_run(args.overrides, one_core=True)
+    columns: dict[str, list[dict[str, float]]] = {name: [] for name in ways}
+    for _ in range(args.runs):  # every way in turn: drift shows in all
+        for name, run in ways.items():
+            columns[name].append(run())
     quiet = {key: statistics.median(run[key] for run in columns["quiet"]) for key in STAGES}
     total = statistics.median(run["total"] for run in columns["quiet"])
     outside = total - quiet["training"]
     command = " ".join(["python -m rdpgan.train", *args.overrides])
     flags = f"--runs {args.runs}{' --loaded' if args.loaded else ''}"
+    flags += " --one-core" if args.one_core else ""
     title = "beside a busy process" if args.loaded else "where a default run's time goes"
     lines = [
         f"## {title.capitalize()}, on {cpu_features()}",
@@ -207,7 +228,9 @@ def main() -> None:
         f"`{command}`, a fresh process each run (progress bar off); median seconds over "
         f"{args.runs} runs"
         + (
-            ", quiet and beside one busy process (`while True: pass`), in turn."
+            ", quiet and beside one busy process (`while True: pass`)"
+            + (", each also pinned to one core" if args.one_core else "")
+            + ", in turn."
             if args.loaded
             else "."
         ),
@@ -218,7 +241,8 @@ def main() -> None:
         "on an AVX2-only EPYC: 10 s of 45 s; divide both by the run's ratio in "
         "`reference_ratio.py`'s part).",
     ]
-    write_speed_md("\n".join(lines), "profile_run.py" + (" --loaded" if args.loaded else ""))
+    part = "profile_run.py" + (" --loaded" if args.loaded else "")
+    write_speed_md("\n".join(lines), part + (" --one-core" if args.one_core else ""))
 
 
 if __name__ == "__main__":
