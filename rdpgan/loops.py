@@ -16,10 +16,12 @@ from types import ModuleType
 
 # Generated rows from which a call runs the compiled loops. A million rows from Adult's model
 # (about 4 million generated) took 22.6 s with numpy's loops against 10.7 s compiled
-# (results/speed.md, bench_sampling.py at 00e21cc): 3 us more per generated row, so numba's
-# second is repaid from about 300,000. Half a raking block: a default run's choice and output,
-# and files of a few thousand rows or more, take the compiled loops.
-COMPILED_FROM = 262_144
+# (results/speed.md, bench_sampling.py at 00e21cc): 3 us more per generated row. Raked from
+# pools of 32, where the sweeps weigh more, 262,144 generated rows took 2.6 s against 0.9 s
+# (ad hoc, a default run's choice): 6.5 us a row, so numba's second is repaid from about
+# 140,000. A quarter of a raking block: a default run's choice (a herded call of 131,072
+# generated rows among them) and output take the compiled loops, a 1,000-row file numpy's.
+COMPILED_FROM = 131_072
 
 
 def for_rows(rows: int) -> ModuleType:
