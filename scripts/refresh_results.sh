@@ -38,6 +38,7 @@ for part in "${PARTS[@]}"; do
     speed)
       python scripts/bench/reference_ratio.py --runs 3 --sample-runs 7 --suite --big
       python scripts/bench/profile_run.py --runs 3
+      python scripts/bench/profile_run.py --runs 3 --loaded --one-core
       python scripts/bench/bench_speed.py --steps 300 --thread-steps 200
       python scripts/bench/bench_sampling.py --rows 200000
       python scripts/bench/crash_resume.py --epsilon 8
