@@ -6,7 +6,9 @@ but numba costs about a second a process before the first of them runs (its impo
 set-up at the first call, which imports scipy.linalg and cffi): half of a
 ``python -m rdpgan.sample n=1000`` (issue 54). That second is won back only by calls that
 generate hundreds of thousands of rows. A call chooses once, by the rows it generates, so its
-rows depend on its size, settings and seed alone, never on what the process ran before.
+rows depend on its size, settings and seed alone, never on what the process ran before. (A
+call with conditions samples in batches, each of which chooses its pool, and its loops, for
+itself.)
 """
 
 from __future__ import annotations

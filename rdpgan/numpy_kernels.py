@@ -37,7 +37,8 @@ def draw_codes(
         raise ValueError("the blocks' starts, widths and destinations differ in number")
     if uniforms.shape != (blocks, rows) or codes.shape != (blocks, rows):
         raise ValueError("the uniforms or codes do not match the blocks and rows")
-    if blocks and (np.min(widths) < 1 or np.min(starts) < 0 or np.max(starts + widths) > cells):
+    ends = starts.astype(np.int64) + widths  # (in int64, as the compiled loop compares)
+    if blocks and (np.min(widths) < 1 or np.min(starts) < 0 or np.max(ends) > cells):
         raise ValueError("a block's cells lie outside the logits")
     if sorted(destinations.tolist()) != list(range(blocks)):
         raise ValueError("the blocks' destinations are not one each of the codes' rows")

@@ -332,13 +332,13 @@ class Sampler:
         picker: postprocess.Raker | postprocess.Herder | None = None
         # In blocks of output rows, so that memory does not grow with n or the pool.
         block = RAKING_ROWS // pool
-        herding = self.herding_pool(call) if pool == 1 and n >= HERDING_MIN else 1
-        # One choice of loops for the whole call (a file's chunks alike), by its size.
-        loops = for_rows(call * max(pool, herding))
+        herding = self.herding_pool(call) if pool == 1 else 1  # (chunks of HERDING_MIN rows on)
+        # One choice of loops for the whole call (a file's chunks alike), by its generated rows.
+        loops = for_rows(call * max(pool, herding if call >= HERDING_MIN else 1))
         if pool > 1:
             assert self.marginals is not None
             picker = postprocess.Raker(self.marginals, self.label_probs, only, loops)
-        elif herding > 1:
+        elif herding > 1 and n >= HERDING_MIN:
             pool = herding
             pairs = herded_pairs(self.transformer) if self.herding_pairs(call) else []
             sizes = self.transformer.code_sizes

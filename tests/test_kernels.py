@@ -163,6 +163,15 @@ def test_lexicographic_order_is_numpys_lexsort(impl):
 
 
 @BOTH
+def test_draw_codes_passes_a_running_sum_equal_to_its_target(impl):
+    """Four equal logits and a uniform of 0.5: the target is the second running sum exactly,
+    which the draw passes (the first running sum above it is the third's): the twins agree on
+    such ties."""
+    codes = draw(impl, [4], np.zeros((1, 4), np.float32), np.full((1, 1), 0.5, np.float32))
+    assert codes.tolist() == [[2]]
+
+
+@BOTH
 def test_draw_codes_refuses_two_blocks_written_to_one_row_of_codes(impl):
     """(Another row of codes would keep whatever its memory held.)"""
     arrays = (np.zeros((6, 4), np.float32), np.zeros((2, 4), np.float32), np.array([0, 3]))

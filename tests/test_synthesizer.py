@@ -295,32 +295,42 @@ def test_sampling_in_blocks_keeps_the_count_the_class_shares_and_the_seed(monkey
 LOOPS = ("layer_norm", "draw_codes", "rescale_and_count", "lexicographic_order", "herd_picks")
 
 
+@pytest.mark.parametrize(
+    "matching, loop",
+    [
+        ({"sample_pool": 4}, "rescale_and_count"),
+        ({"sample_pool": 1, "herding_pool": 4}, "herd_picks"),
+    ],
+    ids=["raked", "herded"],
+)
 @pytest.mark.parametrize("call", [2000, 2001])
-def test_a_call_runs_the_loops_its_generated_rows_choose(monkeypatch, call):
-    """Issue 54: numba's start is paid only by calls that repay it. With a pool of 4, 500 rows
-    generate 2,000: from a threshold of 2,000 on, every loop of the call is compiled; from
-    2,001, every one is numpy's. A chunk of a larger call (200 of 500) runs the call's. The
-    tilt is fitted once per model, in numpy (not the call's: a call's rows must not depend on
-    the calls before it)."""
+def test_a_call_runs_the_loops_its_generated_rows_choose(monkeypatch, call, matching, loop):
+    """Issue 54: numba's start is paid only by calls that repay it. Raked or herded from pools
+    of 4, 500 rows generate 2,000: from a threshold of 2,000 on, every loop of the call is
+    compiled; from 2,001, every one is numpy's. A chunk of a larger call (200 of 500, too few
+    to herd on its own) runs the call's. The tilt is fitted once per model, in numpy (not the
+    call's: a call's rows must not depend on the calls before it)."""
     model = DPCGAN(epsilon=4.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
     model.fit(toy_table(), "y", SCHEMA)
-    model.model_config = replace(model.model_config, sample_pool=4, tilt_sampling=True)
+    model.model_config = replace(model.model_config, tilt_sampling=True, **matching)
     assert model.sampler.class_tilts() is not None
-    ran: list[str] = []
+    ran: list[tuple[str, str]] = []
     for module in (kernels, numpy_kernels):
         for name in LOOPS:
             original = getattr(module, name)
 
-            def spy(*args, _module=module.__name__, _original=original, **kwargs):
-                ran.append(_module)
+            def spy(*args, _ran=(module.__name__, name), _original=original, **kwargs):
+                ran.append(_ran)
                 return _original(*args, **kwargs)
 
             monkeypatch.setattr(module, name, spy)
     monkeypatch.setattr(loops, "COMPILED_FROM", call)
     chosen = kernels.__name__ if call <= 2000 else numpy_kernels.__name__
     model.sample(500, seed=1)
+    assert (chosen, loop) in ran  # the pools were matched
+    before = len(ran)
     model.sample_arrow(200, seed=1, call=500)
-    assert set(ran) == {chosen} and len(ran) > 10
+    assert len(ran) > before and {module for module, _ in ran} == {chosen}
 
 
 def test_threads_generating_a_sample_do_not_change_its_rows(monkeypatch):
