@@ -13,8 +13,9 @@ itself.)
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
+
+from rdpgan import numpy_kernels
 
 # Generated rows from which a call runs the compiled loops. A million rows from Adult's model
 # (about 4 million generated) took 22.6 s with numpy's loops against 10.7 s compiled
@@ -29,5 +30,8 @@ COMPILED_FROM = 131_072
 def for_rows(rows: int) -> ModuleType:
     """The loops for a call that generates ``rows`` rows: a module with ``layer_norm``,
     ``draw_codes``, ``rescale_and_count``, ``lexicographic_order`` and ``herd_picks``."""
-    name = "rdpgan.kernels" if rows >= COMPILED_FROM else "rdpgan.numpy_kernels"
-    return importlib.import_module(name)
+    if rows < COMPILED_FROM:
+        return numpy_kernels
+    from rdpgan import kernels  # (here: numba is imported by the calls that take it alone)
+
+    return kernels
