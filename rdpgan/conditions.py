@@ -11,20 +11,25 @@ generator: free.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from rdpgan.data.schema import Categorical, Schema
+from rdpgan.deferred import DeferredModule
 from rdpgan.errors import UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = DeferredModule("pandas")
 
 # Generated rows per row asked for, at most, before a condition is refused as too rare.
 EFFORT = 200
 # Rows generated per batch: at least this many, and at most MAX_BATCH.
 MIN_BATCH, MAX_BATCH = 4_096, 1_048_576
 
-RowTest = Callable[[pd.DataFrame], np.ndarray]
+RowTest = Callable[["pd.DataFrame"], np.ndarray]  # (a string: pandas loads at first use)
 
 
 def parse(conditions: Mapping[str, Any], schema: Schema, target: str) -> tuple[Any, list[RowTest]]:

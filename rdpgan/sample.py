@@ -19,7 +19,9 @@ columns alone (faster). Whether herding follows pairs is decided once for the fi
 now herd pairs where the rule says so; ``herding_pairs=false`` gives their earlier files.)
 
 Speed: nothing here imports torch or the DP machinery (sampling is numpy, and numba's compiled
-loops for calls large enough to repay their start: :mod:`rdpgan.frozen`, :mod:`rdpgan.loops`).
+loops for calls large enough to repay their start: :mod:`rdpgan.frozen`, :mod:`rdpgan.loops`),
+nor pandas (rows go to Arrow from numpy buffers, :mod:`rdpgan.arrow`; pandas loads only to
+spell dates or to test conditions).
 Chunks are generated and converted to Arrow tables by a pool of threads (one per CPU core, each
 with a single-threaded BLAS: whole chunks in parallel beat parallel matrix products, since
 random draws and decoding are serial) while earlier chunks are written, in order, by Arrow's C++

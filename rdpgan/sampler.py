@@ -16,22 +16,27 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 from threadpoolctl import threadpool_limits
 
 from rdpgan import conditions as conditions_module
 from rdpgan import numpy_kernels, postprocess, selfcheck
 from rdpgan.config import ModelConfig
+from rdpgan.deferred import DeferredModule
 from rdpgan.errors import UserInputError
 from rdpgan.frozen import FrozenGenerator
 from rdpgan.loops import for_rows
 from rdpgan.marginals import Marginals
 from rdpgan.threads import usable_cores
 from rdpgan.transform import TableTransformer
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = DeferredModule("pandas")
 
 # Rows per generator pass when sampling: each pass's arrays (rows × ~700 floats) then stay near
 # the cache. With numpy's passes (to 7ba724d), passes of 2k and 4k rows ran alike on 2 CPU

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 
 from rdpgan.config import ColumnSpec
@@ -24,6 +23,8 @@ from rdpgan.data.schema import Schema
 from rdpgan.fitted import FittedModel
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from rdpgan.privacy.private_schema import SchemaRelease
 
     SchemaLike = Schema | SchemaRelease | Sequence[ColumnSpec | dict] | str | Path

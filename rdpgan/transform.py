@@ -19,14 +19,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
+from rdpgan import arrow
 from rdpgan.data.discretize import Bins, configured_grid_limit
 from rdpgan.data.schema import Categorical, Continuous, Schema
+from rdpgan.deferred import DeferredModule
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = DeferredModule("pandas")
 
 #: Bins per wide numeric column; 40 nests the 20 bins of the fidelity metrics and the pair
 #: marginals, and a position within the bin carries the rest.
@@ -212,4 +218,5 @@ def _series(values: np.ndarray, dtype: str) -> pd.Series:
 
 
 def _arrow(values: np.ndarray, dtype: str) -> pa.Array:
-    return pa.array(values.astype(dtype), from_pandas=True)  # NaN: null, as pandas writes it
+    values = values.astype(dtype)
+    return arrow.numbers(values, np.isnan(values))  # NaN: null, as pandas writes it

@@ -10,12 +10,18 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from rdpgan.config import DatasetConfig
+from rdpgan.deferred import DeferredModule
 from rdpgan.errors import UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = DeferredModule("pandas")
 
 DATA_ENV = "RDPGAN_DATA_DIR"
 DOWNLOAD_HINT = "python scripts/data/download_data.py"

@@ -7,8 +7,16 @@ rows each format parses, :mod:`rdpgan.privacy.private_schema`) or declared (``da
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
+
+from rdpgan.deferred import DeferredModule
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = DeferredModule("pandas")
 
 # ISO 8601 and the spreadsheets' usual ones, in the order a cell is tried: a cell counts in the
 # first format it parses with (03/04/2020 is a US date, 13/04/2020 a European one).
@@ -23,8 +31,7 @@ FORMATS = (
 )
 # What every format above starts with: cells without it are not tried (fast on text columns).
 DATE_SHAPE = r"\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}"
-EPOCH = pd.Timestamp("1970-01-01")
-DAY = pd.Timedelta(days=1)
+EPOCH = "1970-01-01"  # day 0
 
 
 def has_time(date_format: str) -> bool:
@@ -36,7 +43,8 @@ def parse_dates(cells: pd.Series, date_format: str) -> np.ndarray:
     """Days since 1970-01-01 of each cell written in ``date_format`` (NaN for any other)."""
     text = cells.astype("string").str.strip()
     stamps = pd.to_datetime(text, format=date_format, errors="coerce")
-    return ((stamps - EPOCH) / DAY).to_numpy(dtype=float, na_value=np.nan)
+    days = (stamps - pd.Timestamp(EPOCH)) / pd.Timedelta(days=1)
+    return days.to_numpy(dtype=float, na_value=np.nan)
 
 
 def format_index(cells: pd.Series) -> np.ndarray:
@@ -66,8 +74,9 @@ def format_days(days: np.ndarray, date_format: str) -> pd.Series:
     """Days since 1970-01-01 written in ``date_format`` (missing stays missing)."""
     values = np.asarray(days, dtype=float)
     # Within what a timestamp holds (years 1678-2261): a bound past it is clipped to it.
-    reach = (pd.Timestamp.max - EPOCH) / DAY - 1, (pd.Timestamp.min - EPOCH) / DAY + 1
+    epoch, day = pd.Timestamp(EPOCH), pd.Timedelta(days=1)
+    reach = (pd.Timestamp.max - epoch) / day - 1, (pd.Timestamp.min - epoch) / day + 1
     finite = np.clip(np.where(np.isnan(values), 0.0, values), reach[1], reach[0])
-    stamps = EPOCH + pd.to_timedelta(finite, unit="D")
+    stamps = epoch + pd.to_timedelta(finite, unit="D")
     text = pd.Series(stamps.round("s").strftime(date_format), dtype=object)
     return text.where(~np.isnan(values), None)

@@ -23,11 +23,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from rdpgan.data.schema import Categorical, Column, Continuous, Schema
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # How close to a bin's edge a decoded position may come, as a share of the bin's width.
 EDGE_MARGIN = 1e-6

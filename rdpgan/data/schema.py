@@ -12,16 +12,22 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rdpgan import arrow
 from rdpgan.config import ColumnSpec
 from rdpgan.data.dates import format_days, parse_dates
+from rdpgan.deferred import DeferredModule
 from rdpgan.errors import UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = DeferredModule("pandas")
 
 TRANSFORMS = ("none", "log1p", "slog1p")
 # Errors about the rows never quote a cell: the console is not covered by the guarantee.
@@ -237,8 +243,8 @@ class Categorical:
         if self.numeric:  # (null by mask: an integer column has no NaN to carry it)
             missing = codes == len(self.levels)
             levels = np.where(missing, 0.0, self._numeric_levels()[codes])
-            return pa.array(levels.astype(self.dtype), mask=missing)
-        return pa.array([*self.levels, None], pa.string()).take(codes)
+            return arrow.numbers(levels.astype(self.dtype), missing)
+        return arrow.strings([*self.levels, None]).take(arrow.numbers(codes))
 
     def _level_codes(self, codes: np.ndarray) -> np.ndarray:
         return np.minimum(np.asarray(codes, dtype=np.int64), len(self.levels))
@@ -395,7 +401,8 @@ class Schema:
                 days = pd.Series(values.to_numpy(zero_copy_only=False), dtype=float)
                 text = pa.array(column.written(days).tolist(), pa.string())
             else:
-                text = pc.fill_null(pc.cast(values, pa.string()), column.missing_as)
+                spelling = arrow.strings([column.missing_as])[0]
+                text = pc.fill_null(pc.cast(values, pa.string()), spelling)
             table = table.set_column(table.schema.get_field_index(column.name), column.name, text)
         return table
 

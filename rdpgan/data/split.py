@@ -18,11 +18,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
+from rdpgan.deferred import DeferredModule
 from rdpgan.errors import UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = DeferredModule("pandas")
 
 _DOMAIN = "rdpgan/split/v1"
 # The key of the validation split that tuning scripts cut from a training split.
