@@ -39,6 +39,8 @@ License) with it.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any, Literal
@@ -46,7 +48,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from rdpgan.data.discretize import Bins, column_codes, column_size, joint_counts
+from rdpgan.data.discretize import Bins, cell_index, column_codes, column_size, joint_counts
 from rdpgan.data.schema import Continuous, Schema
 
 #: Bins per wide numeric column in every fidelity score, and quantile cells per numeric column.
@@ -163,8 +165,28 @@ def _joint(codes: np.ndarray, sizes: list[int], columns: tuple[int, ...]) -> np.
     return counts / max(len(codes), 1)
 
 
-def _tvd(a: np.ndarray, b: np.ndarray, sizes: list[int], columns: tuple[int, ...]) -> float:
-    return 0.5 * float(np.abs(_joint(a, sizes, columns) - _joint(b, sizes, columns)).sum())
+def _tvds(
+    a: np.ndarray, b: np.ndarray, sizes: list[int], prefix: tuple[int, ...], lasts: Sequence[int]
+) -> list[float]:
+    """The TVD of every marginal ``prefix + (k,)``, k in ``lasts``: every such marginal's
+    cells side by side in one histogram a table, so a mean over all 3-way marginals costs one
+    bincount a pair of columns instead of one a marginal (7,140 marginals on 36 columns)."""
+    if not lasts:
+        return []
+    widths = [math.prod(sizes[c] for c in prefix) * sizes[k] for k in lasts]
+    starts = np.concatenate([[0], np.cumsum(widths)])
+
+    def histogram(codes: np.ndarray) -> np.ndarray:
+        cell = (
+            cell_index([codes[:, c] for c in prefix], [sizes[c] for c in prefix])
+            if prefix
+            else np.zeros(len(codes), np.int64)
+        )
+        index = [s + cell * sizes[k] + codes[:, k] for s, k in zip(starts, lasts, strict=False)]
+        return np.bincount(np.concatenate(index), minlength=starts[-1]) / max(len(codes), 1)
+
+    gaps = np.abs(histogram(a) - histogram(b))
+    return (0.5 * np.add.reduceat(gaps, starts[:-1])).tolist()
 
 
 def cramers_v(codes: np.ndarray, sizes: list[int], i: int, j: int) -> float:
@@ -200,7 +222,8 @@ def per_column_tvd(
     """1-way TVD of each column, by name (what the quality report lists)."""
     cells = Cells.build(resolution, schema, real, n_bins)
     a, b, sizes = cells.codes(real), cells.codes(synthetic), cells.sizes
-    return {c.name: _tvd(a, b, sizes, (i,)) for i, c in enumerate(schema.columns)}
+    tvds = _tvds(a, b, sizes, (), range(len(sizes)))
+    return {c.name: tvd for c, tvd in zip(schema.columns, tvds, strict=True)}
 
 
 def fidelity_scores(
@@ -218,10 +241,19 @@ def fidelity_scores(
     n = len(sizes)
     label = schema.names.index(target)
     features = [i for i in range(n) if i != label]
-    one = [_tvd(a, b, sizes, (i,)) for i in range(n)]
-    two = [_tvd(a, b, sizes, pair) for pair in combinations(range(n), 2)]
-    with_target = [_tvd(a, b, sizes, (i, j, label)) for i, j in combinations(features, 2)]
-    three = [_tvd(a, b, sizes, triple) for triple in combinations(range(n), 3)]
+    # (A marginal's TVD does not depend on its columns' order: (i, target, j) for (i, j, target).)
+    one = _tvds(a, b, sizes, (), range(n))
+    two = [tvd for i in range(n) for tvd in _tvds(a, b, sizes, (i,), range(i + 1, n))]
+    with_target = [
+        tvd
+        for m, i in enumerate(features)
+        for tvd in _tvds(a, b, sizes, (i, label), features[m + 1 :])
+    ]
+    three = [
+        tvd
+        for i, j in combinations(range(n), 2)
+        for tvd in _tvds(a, b, sizes, (i, j), range(j + 1, n))
+    ]
     real_v, synthetic_v = association_matrix(a, sizes), association_matrix(b, sizes)
     upper = np.triu_indices(n, k=1)
     return {

@@ -11,7 +11,7 @@ import pytest
 from scipy.stats.contingency import association
 
 from rdpgan.cli import read_run_config
-from rdpgan.data.discretize import Bins, table_codes
+from rdpgan.data.discretize import Bins, joint_counts, table_codes
 from rdpgan.data.schema import Categorical, Continuous, Schema
 from rdpgan.fidelity import (
     RESOLUTIONS,
@@ -129,6 +129,45 @@ def test_three_way_tvd_with_the_target_and_k_marginal_by_hand():
     assert scores["tvd_3way_target"] == pytest.approx(1 / 3)
     # All four triples: (a, y, b) = 1, (a, y, w) = (a, b, w) = (y, b, w) = 0.
     assert scores["k_marginal"] == pytest.approx(750.0)
+
+
+def test_every_marginals_tvd_is_its_own_histograms_on_columns_of_unequal_sizes():
+    """The scores take every marginal of a level side by side in one histogram: each mean is
+    still the mean of each marginal's own TVD (a segment misplaced would move it)."""
+    rng = np.random.default_rng(7)
+    levels = {"a": "pq", "y": "nmo", "b": "rstuv", "c": "wx", "d": "ghijkl"}
+    schema = Schema([Categorical(name, tuple(v)) for name, v in levels.items()])
+    real, synthetic = (
+        pd.DataFrame(
+            {
+                n: rng.choice(list(v), rows, p=rng.dirichlet(np.ones(len(v))))
+                for n, v in levels.items()
+            }
+        )
+        for rows in (300, 200)
+    )
+    a, b = (table_codes(schema, t, 20) for t in (real, synthetic))
+    sizes = [len(v) for v in levels.values()]
+
+    def tvd(columns: tuple[int, ...]) -> float:
+        def joint(codes: np.ndarray) -> np.ndarray:
+            return joint_counts([codes[:, c] for c in columns], [sizes[c] for c in columns]) / len(
+                codes
+            )
+
+        return 0.5 * float(np.abs(joint(a) - joint(b)).sum())
+
+    scores = fidelity_scores(real, synthetic, schema, "y")
+    features = [0, 2, 3, 4]
+    assert scores["tvd_1way"] == pytest.approx(np.mean([tvd((i,)) for i in range(5)]))
+    pairs = itertools.combinations(range(5), 2)
+    assert scores["tvd_2way"] == pytest.approx(np.mean([tvd(p) for p in pairs]))
+    with_target = [tvd((i, j, 1)) for i, j in itertools.combinations(features, 2)]
+    assert scores["tvd_3way_target"] == pytest.approx(np.mean(with_target))
+    triples = [tvd(t) for t in itertools.combinations(range(5), 3)]
+    assert scores["k_marginal"] == pytest.approx(1000 * (1 - np.mean(triples)))
+    by_column = per_column_tvd(real, synthetic, schema)
+    assert list(by_column.values()) == pytest.approx([tvd((i,)) for i in range(5)])
 
 
 def test_cramers_v_is_zero_for_independent_columns_and_one_for_a_copy():
