@@ -182,7 +182,7 @@ def _tvds(
             if prefix
             else np.zeros(len(codes), np.int64)
         )
-        index = [s + cell * sizes[k] + codes[:, k] for s, k in zip(starts, lasts, strict=False)]
+        index = [s + cell * sizes[k] + codes[:, k] for s, k in zip(starts[:-1], lasts, strict=True)]
         return np.bincount(np.concatenate(index), minlength=starts[-1]) / max(len(codes), 1)
 
     gaps = np.abs(histogram(a) - histogram(b))
