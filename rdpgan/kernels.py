@@ -229,30 +229,61 @@ def lexicographic_order(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 def herd_picks(
     score: np.ndarray,
     gain: np.ndarray,
-    flat: np.ndarray,
-    members: np.ndarray,
-    bounds: np.ndarray,
+    codes: np.ndarray,
+    labels: np.ndarray,
+    pairs: np.ndarray,
     n: int,
 ) -> np.ndarray:
     """Kernel herding's ``n`` picks (:func:`rdpgan.postprocess.herd`, whose loop this is):
-    each pick the row of largest ``score`` (the first such), then one off the score of every
-    row sharing a cell with it, the picked row out, and ``gain`` added to every row. ``flat``
-    holds each row's cell in each table ([tables · rows], table by table), ``members`` the rows
-    of each cell, cell by cell, from ``bounds[cell]`` to ``bounds[cell + 1]``. ``score`` is
-    updated in place."""
-    rows = score.shape[0]
-    tables = flat.shape[0] // rows
+    each pick the row of largest ``score`` (the first such); then every row loses one for
+    each table in which it shares the picked row's cell, the picked row goes out, and ``gain``
+    is added to every row. The tables are each column within each class and the joint table
+    of each of ``pairs``: ``codes`` [columns, rows], ``labels`` [rows], ``pairs`` [P, 2]
+    distinct (i, j), i < j. A row sharing a columns' codes with the picked row shares a
+    (class, code) cell in each of them if it is of its class, and the cell of every pair
+    among them: so a pick reads each column once, and, with every pair of columns herded,
+    no pair at all (a(a - 1)/2 of them). ``score`` is updated in place; ValueError for pairs
+    that do not fit (numba checks no index)."""
+    columns, rows = codes.shape
+    if labels.shape[0] != rows or score.shape[0] != rows or gain.shape[0] != rows:
+        raise ValueError("the scores, gains, codes and labels differ in rows")
+    seen = np.zeros((columns, columns), np.bool_)
+    for p in range(pairs.shape[0]):
+        i, j = pairs[p, 0], pairs[p, 1]
+        if not 0 <= i < j < columns or seen[i, j]:
+            raise ValueError("the pairs are not distinct pairs (i, j), i < j, of the columns")
+        seen[i, j] = True
+    every_pair = pairs.shape[0] == columns * (columns - 1) // 2
     chosen = np.empty(n, np.int64)
+    matches = np.empty((columns, rows), np.int8)
+    shared = np.empty(rows, np.int64)
     for m in range(n):
         row = np.argmax(score)
         chosen[m] = row
-        for table in range(tables):
-            cell = flat[table * rows + row]
-            for k in range(bounds[cell], bounds[cell + 1]):
-                score[members[k]] -= 1.0
+        for r in range(rows):
+            shared[r] = 0
+        for i in range(columns):
+            code = codes[i, row]
+            column, match = codes[i], matches[i]
+            for r in range(rows):
+                match[r] = column[r] == code
+                shared[r] += match[r]
+        label = labels[row]
+        for r in range(rows):
+            together = shared[r]
+            shared[r] = together if labels[r] == label else 0
+            if every_pair:
+                shared[r] += together * (together - 1) // 2
+        if not every_pair:
+            for p in range(pairs.shape[0]):
+                first, second = matches[pairs[p, 0]], matches[pairs[p, 1]]
+                for r in range(rows):
+                    shared[r] += first[r] & second[r]
+        for r in range(rows):
+            score[r] -= shared[r]
         score[row] = -np.inf
-        for i in range(rows):
-            score[i] += gain[i]
+        for r in range(rows):
+            score[r] += gain[r]
     return chosen
 
 
@@ -276,4 +307,4 @@ def compile_for_sampling() -> None:
         cells = np.zeros((1, 1), kind)
         rescale_and_count(np.ones(1), cells[0], np.ones(1), cells[0], np.zeros(1))
         lexicographic_order(cells, ones)
-    herd_picks(np.zeros(1), np.zeros(1), ones - 1, ones - 1, np.array([0, 1]), 1)
+        herd_picks(np.zeros(1), np.zeros(1), cells, cells[0], np.zeros((0, 2), i64), 1)

@@ -90,20 +90,34 @@ def lexicographic_order(keys: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 def herd_picks(
     score: np.ndarray,
     gain: np.ndarray,
-    flat: np.ndarray,
-    members: np.ndarray,
-    bounds: np.ndarray,
+    codes: np.ndarray,
+    labels: np.ndarray,
+    pairs: np.ndarray,
     n: int,
 ) -> np.ndarray:
     """:func:`rdpgan.kernels.herd_picks`: ``n`` times, the row of largest ``score`` (the
-    first such), one off every row sharing a cell with it, the row out, ``gain`` added."""
-    rows = len(score)
+    first such), one off every row for each table in which it shares a cell with it (each
+    column within each class, each of ``pairs``), the row out, ``gain`` added."""
+    columns, rows = codes.shape
+    if len(labels) != rows or len(score) != rows or len(gain) != rows:
+        raise ValueError("the scores, gains, codes and labels differ in rows")
+    listed = [(int(i), int(j)) for i, j in pairs.reshape(-1, 2)]
+    if len(set(listed)) != len(listed) or not all(0 <= i < j < columns for i, j in listed):
+        raise ValueError("the pairs are not distinct pairs (i, j), i < j, of the columns")
+    every_pair = len(listed) == columns * (columns - 1) // 2
     chosen = np.empty(n, np.int64)
     for m in range(n):
         row = int(np.argmax(score))
         chosen[m] = row
-        for cell in flat[row::rows].tolist():
-            score[members[bounds[cell] : bounds[cell + 1]]] -= 1.0
+        matches = codes == codes[:, row : row + 1]
+        together = matches.sum(axis=0, dtype=np.int64)
+        shared = np.where(labels == labels[row], together, 0)
+        if every_pair:
+            shared += together * (together - 1) // 2
+        else:
+            for i, j in listed:
+                shared += matches[i] & matches[j]
+        score -= shared
         score[row] = -np.inf
         score += gain
     return chosen

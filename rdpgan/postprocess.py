@@ -238,19 +238,23 @@ def systematic_resample(weights: np.ndarray, n: int, rng: np.random.Generator) -
 
 
 def herd(
-    cells: np.ndarray,
-    sizes: Sequence[int],
+    codes: np.ndarray,
+    labels: np.ndarray,
+    code_sizes: Sequence[int],
+    n_classes: int,
     n: int,
+    pairs: Sequence[tuple[int, int]] = (),
     residual: np.ndarray | None = None,
     loops: ModuleType = numpy_kernels,
 ) -> np.ndarray:
     """Indices of ``n`` distinct rows of a pool, chosen one at a time by kernel herding (Welling
-    2009; Chen, Welling & Smola 2010) on the pool's own tables: row i lies in cell
-    ``cells[t, i]`` of table t (of ``sizes[t]`` cells), and each pick is the row whose cells
-    the rows picked so far fall furthest short of, against the pool's distribution in every
-    table. The picked rows then follow the pool in each table to within about a row per cell,
-    where rows drawn independently scatter by sqrt(rows × share) per cell: on a table of a
-    thousand rows, that scatter is most of the distance between a synthetic and a real table.
+    2009; Chen, Welling & Smola 2010) on the pool's own tables: each column within each class
+    (``codes`` [columns, rows] of ``code_sizes`` codes, ``labels`` [rows] of ``n_classes``) and
+    the joint table of each of ``pairs`` of columns. Each pick is the row whose cells the rows
+    picked so far fall furthest short of, against the pool's distribution in every table. The
+    picked rows then follow the pool in each table to within about a row per cell, where rows
+    drawn independently scatter by sqrt(rows × share) per cell: on a table of a thousand rows,
+    that scatter is most of the distance between a synthetic and a real table.
 
     ``residual`` (one entry per cell of all the tables, in order; updated in place) carries
     what earlier picks fell short by into this call: a cell too rare to be picked within one
@@ -259,25 +263,46 @@ def herd(
 
     Row j's shortfall after m picks is its cells' residuals plus (m + 1) × the pool's shares
     of its cells, summed over the tables, less the picks in its cells: kept up to date by
-    adding the shares every pick and taking one from the rows of each cell of the row picked.
+    adding the shares every pick and taking from each row one for every table in which it
+    shares the picked row's cell (``loops.herd_picks``).
     """
-    tables, rows = cells.shape
+    columns, rows = codes.shape
     if n > rows:
         raise ValueError("cannot herd more rows than the pool holds")
+    shapes = herding_tables(code_sizes, n_classes, pairs)
+    cells = np.empty((len(shapes), rows), dtype=np.int64)
+    for column in range(columns):
+        cell_index([labels, codes[column]], shapes[column], out=cells[column])
+    for table, (i, j) in enumerate(pairs, start=columns):
+        cell_index([codes[i], codes[j]], shapes[table], out=cells[table])
+    sizes = [math.prod(shape) for shape in shapes]
     offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)[:-1]])
-    flat = (cells + offsets[:, None]).ravel()  # one numbering of every table's cells
+    flat = cells + offsets[:, None]  # one numbering of every table's cells
     total = int(sum(sizes))
-    counts = np.bincount(flat, minlength=total)
-    shares = counts / rows
+    shares = np.bincount(flat.ravel(), minlength=total) / rows
     residual = np.zeros(total) if residual is None else residual
-    gain = shares[flat].reshape(tables, rows).sum(axis=0)
-    score = gain + residual[flat].reshape(tables, rows).sum(axis=0)
-    members = np.argsort(flat, kind="stable") % rows  # the rows of each cell, cell by cell
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-    chosen = loops.herd_picks(score, gain, flat, members, bounds, n)
-    picked = flat.reshape(tables, rows)[:, chosen].ravel()
-    residual += n * shares - np.bincount(picked, minlength=total)
+    gain = shares[flat].sum(axis=0)
+    score = gain + residual[flat].sum(axis=0)
+    narrow = cell_type(max(code_sizes, default=1))  # (each pick reads every column's codes)
+    chosen = loops.herd_picks(
+        score,
+        gain,
+        np.ascontiguousarray(codes, dtype=narrow),
+        np.ascontiguousarray(labels, dtype=np.int64),
+        np.array(pairs, dtype=np.int64).reshape(-1, 2),
+        n,
+    )
+    residual += n * shares - np.bincount(flat[:, chosen].ravel(), minlength=total)
     return chosen
+
+
+def herding_tables(
+    code_sizes: Sequence[int], n_classes: int, pairs: Sequence[tuple[int, int]] = ()
+) -> list[tuple[int, int]]:
+    """The shapes of the tables :func:`herd` follows: (class, code) per column, then (code,
+    code) per pair."""
+    shapes = [(n_classes, size) for size in code_sizes]
+    return shapes + [(code_sizes[i], code_sizes[j]) for i, j in pairs]
 
 
 class Herder:
@@ -296,24 +321,27 @@ class Herder:
         loops: ModuleType = numpy_kernels,
     ):
         self.loops = loops
+        self.code_sizes, self.n_classes = list(code_sizes), n_classes
         self.pairs = list(pairs)
-        self.shapes = [(n_classes, size) for size in code_sizes]
-        self.shapes += [(code_sizes[i], code_sizes[j]) for i, j in self.pairs]
-        self.sizes = [math.prod(shape) for shape in self.shapes]  # cells per table
-        self.residual = np.zeros(sum(self.sizes))
+        self.shapes = herding_tables(code_sizes, n_classes, pairs)
+        self.residual = np.zeros(sum(math.prod(shape) for shape in self.shapes))
 
     def __call__(
         self, codes: np.ndarray, labels: np.ndarray, n: int, rng: np.random.Generator
     ) -> np.ndarray:
         """Indices of ``n`` rows of the pool (``codes`` [rows, feature columns], ``labels``),
         in random order (herding picks common rows first)."""
-        cells = np.empty((len(self.shapes), len(labels)), dtype=np.int64)
-        columns = len(self.shapes) - len(self.pairs)
-        for column in range(columns):
-            cell_index([labels, codes[:, column]], self.shapes[column], out=cells[column])
-        for table, (i, j) in enumerate(self.pairs, start=columns):
-            cell_index([codes[:, i], codes[:, j]], self.shapes[table], out=cells[table])
-        return rng.permutation(herd(cells, self.sizes, n, self.residual, self.loops))
+        chosen = herd(
+            codes.T,
+            labels,
+            self.code_sizes,
+            self.n_classes,
+            n,
+            self.pairs,
+            self.residual,
+            self.loops,
+        )
+        return rng.permutation(chosen)
 
 
 class Raker:

@@ -161,7 +161,8 @@ def test_herded_rows_follow_the_pool_in_every_table_where_drawn_rows_scatter():
     rng = np.random.default_rng(3)
     codes = skewed_pool(rng, 8000)
     cells, sizes = codes.T, [3, 4]
-    kept = herd(cells, sizes, 1000)
+    one_class = np.zeros(8000, np.int64)
+    kept = herd(cells, one_class, sizes, 1, 1000)
     assert len(np.unique(kept)) == 1000
 
     def worst_miss(rows: np.ndarray) -> float:
@@ -178,25 +179,64 @@ def test_herded_rows_follow_the_pool_in_every_table_where_drawn_rows_scatter():
     same = codes[kept, 1] == codes[kept, 0]  # the pool's rows keep their second code 80%
     assert abs(same.mean() - 0.8) < 0.05
     with pytest.raises(ValueError, match="more rows than the pool"):
-        herd(cells, sizes, 8001)
+        herd(cells, one_class, sizes, 1, 8001)
 
 
-def test_the_compiled_herding_picks_the_rows_of_its_numpy_twin():
-    """kernels.herd_picks is herding's loop as numpy_kernels writes it: the same rows in the
-    same order, ties to the first row, on a pool with many ties and several tables."""
+def picks_table_by_table(
+    score: np.ndarray, gain: np.ndarray, cells: np.ndarray, n: int
+) -> np.ndarray:
+    """Herding's picks as written from their definition: each pick, one off every row sharing
+    the picked row's cell, table after table (``cells`` [tables, rows])."""
+    chosen = []
+    for _ in range(n):
+        row = int(np.argmax(score))
+        chosen.append(row)
+        for table in cells:
+            score[table == table[row]] -= 1.0
+        score[row] = -np.inf
+        score += gain
+    return np.array(chosen)
+
+
+@pytest.mark.parametrize("pairs", ["none", "some", "every"])
+def test_herdings_loops_pick_as_the_tables_one_by_one_would(pairs):
+    """Both loops count a row's shared cells from its columns' matches with the picked row
+    (the pairs among them, with every pair herded, without reading a pair): the same rows in
+    the same order as taking one off table by table, on a pool of 512 rows, whose scores are
+    sums of 512ths (exact, so any difference would be a different pick, not rounding), with
+    many ties (to the first row). Both change ``score`` alike."""
     rng = np.random.default_rng(11)
-    cells = np.stack([rng.integers(0, 3, 600), rng.integers(0, 2, 600)])  # tables of 3, 2
-    flat = (cells + np.array([[0], [3]])).ravel()
-    counts = np.bincount(flat, minlength=5)
-    gain = (counts / 600)[flat].reshape(2, 600).sum(axis=0)
-    members = np.argsort(flat, kind="stable") % 600
-    bounds = np.concatenate([[0], np.cumsum(counts)])
+    sizes, rows = [3, 2, 4, 2], 512
+    codes = np.stack([rng.integers(0, s, rows) for s in sizes])
+    labels = rng.integers(0, 2, rows)
+    chosen_pairs = {"none": [], "some": [(0, 2), (1, 3)], "every": None}[pairs]
+    if chosen_pairs is None:
+        chosen_pairs = [(i, j) for i in range(4) for j in range(i + 1, 4)]
+    tables = [labels * s + c for s, c in zip(sizes, codes, strict=True)]
+    tables += [codes[i] * sizes[j] + codes[j] for i, j in chosen_pairs]
+    cells = np.stack(tables)
+    gain = sum(np.bincount(t)[t] / rows for t in cells)
+    expected = picks_table_by_table(gain.copy(), gain, cells, 300)
+    layout = np.array(chosen_pairs, np.int64).reshape(-1, 2)
+    for loops in (kernels, numpy_kernels):
+        score = gain.copy()
+        picked = loops.herd_picks(score, gain, codes.astype(np.int8), labels, layout, 300)
+        np.testing.assert_array_equal(picked, expected)
     ours, theirs = gain.copy(), gain.copy()
-    picked = kernels.herd_picks(ours, gain, flat, members, bounds, 300)
-    twin = numpy_kernels.herd_picks(theirs, gain, flat, members, bounds, 300)
-    np.testing.assert_array_equal(picked, twin)
+    kernels.herd_picks(ours, gain, codes.astype(np.int16), labels, layout, 300)
+    numpy_kernels.herd_picks(theirs, gain, codes.astype(np.int16), labels, layout, 300)
     np.testing.assert_array_equal(ours, theirs)
-    assert len(np.unique(picked)) == 300
+    assert len(np.unique(expected)) == 300
+
+
+@pytest.mark.parametrize("loops", [kernels, numpy_kernels])
+def test_herdings_loops_refuse_pairs_that_are_not_distinct_pairs_of_columns(loops):
+    codes, labels = np.zeros((3, 4), np.int8), np.zeros(4, np.int64)
+    for bad in ([(0, 0)], [(1, 0)], [(0, 3)], [(0, 1), (0, 1)], [(-1, 1)]):
+        with pytest.raises(ValueError, match="distinct pairs"):
+            loops.herd_picks(np.zeros(4), np.zeros(4), codes, labels, np.array(bad), 1)
+    with pytest.raises(ValueError, match="differ in rows"):
+        loops.herd_picks(np.zeros(4), np.zeros(4), codes, labels[:3], np.zeros((0, 2), int), 1)
 
 
 def test_what_one_pools_picks_fall_short_by_is_carried_to_the_next():
@@ -214,9 +254,11 @@ def test_what_one_pools_picks_fall_short_by_is_carried_to_the_next():
     carried = alone = 0
     for _ in range(20):
         codes = pool()
-        carried += int((codes[herd(codes[None, :], [3], 100, residual)] == 2).sum())
+        one_class = np.zeros(400, np.int64)
+        kept = herd(codes[None, :], one_class, [3], 1, 100, residual=residual)
+        carried += int((codes[kept] == 2).sum())
         codes = pool()
-        alone += int((codes[herd(codes[None, :], [3], 100)] == 2).sum())
+        alone += int((codes[herd(codes[None, :], one_class, [3], 1, 100)] == 2).sum())
     assert abs(carried - 5) <= 1
     assert alone <= 1
 
