@@ -29,7 +29,6 @@ from rdpgan.cli import (
     made_by_this_command,
     precheck_overrides,
     read_run_config,
-    record_existing_dirs,
     remove_new_files,
     run_dir,
     to_typed,
@@ -315,8 +314,7 @@ def refuse_recorded_noise_seed(args: list[str]) -> None:
 def start(hydra_main: Callable[[], None]) -> None:
     """A command over the run config (train, schema): its checks before Hydra starts."""
     refuse_recorded_noise_seed(sys.argv[1:])
-    precheck_overrides("config", sys.argv[1:])
-    record_existing_dirs("config", sys.argv[1:])  # before Hydra makes the run directory
+    precheck_overrides("config", sys.argv[1:], record_dirs=True)  # before Hydra makes any
     hydra_main()
     exit_finished()
 

@@ -104,7 +104,7 @@ def test_a_directory_that_will_not_go_is_left_without_a_traceback(
 ):
     """A mount point (EBUSY) or a read-only parent (EACCES) stays, silently."""
     monkeypatch.chdir(tmp_path)
-    cli.record_existing_dirs("config", [f"hydra.run.dir={tmp_path / 'a' / 'run'}"])
+    cli.record_existing_dirs([f"hydra.run.dir={tmp_path / 'a' / 'run'}"])
     (tmp_path / "a" / "run").mkdir(parents=True)
 
     def refuse(self: Path) -> None:
