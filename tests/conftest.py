@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import warnings
 from pathlib import Path
@@ -146,6 +147,7 @@ def _as_a_fresh_process(filters: tuple[tuple, ...]) -> None:
     for handler in list(root.handlers):
         root.removeHandler(handler)
     root.setLevel(logging.WARNING)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt
     random.seed()
     np.random.seed()
     torch.manual_seed(_TORCH_DEFAULT_SEED)
@@ -190,16 +192,67 @@ def _forked(
 ) -> subprocess.CompletedProcess[str]:
     """``target`` (a module name, or a script's path) run in a child forked from this process:
     its exit code, stdout and stderr."""
-    filters = _cli_warning_filters()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        pid = os.fork()
-        if pid == 0:  # the child: never returns into pytest
-            _run_forked(target, args, cwd, env, (out.fileno(), err.fileno()), filters)
-        status = os.waitpid(pid, 0)[1]
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    return subprocess.CompletedProcess(command, os.waitstatus_to_exitcode(status), stdout, stderr)
+    process = ForkedProcess(target, args, cwd, env)
+    stdout, stderr = process.communicate()
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+class ForkedProcess:
+    """``target`` run in a child forked from this process, as :func:`run_cli` runs it, and left
+    running: what of :class:`subprocess.Popen` the tests use (poll, wait, send_signal, kill,
+    communicate), its output read once it has exited."""
+
+    def __init__(
+        self, target: str | Path, args: list[str], cwd: Path, env: dict[str, str] | None
+    ) -> None:
+        filters = _cli_warning_filters()
+        self.returncode: int | None = None
+        # Closed by communicate, once the child has written them (its output, read then).
+        self._out = tempfile.TemporaryFile()  # noqa: SIM115
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: never returns into pytest
+            streams = (self._out.fileno(), self._err.fileno())
+            _run_forked(target, args, cwd, env, streams, filters)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
+            time.sleep(0.02)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        self.wait(timeout)
+        texts = []
+        for stream in (self._out, self._err):
+            stream.seek(0)
+            texts.append(stream.read().decode(errors="replace"))
+            stream.close()
+        return texts[0], texts[1]
+
+
+def start_cli(cli: str, args: list[str], cwd: Path, env: dict[str, str]) -> ForkedProcess:
+    """``python -m rdpgan.<cli> <args>`` as :func:`run_cli` runs it (forked, the module
+    already imported here), returned while it runs: for tests that signal a run midway."""
+    importlib.import_module(f"rdpgan.{cli}")
+    return ForkedProcess(f"rdpgan.{cli}", args, cwd, env)
 
 
 def _run_forked(

@@ -8,8 +8,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,7 +20,7 @@ import torch
 from rdpgan import checkpoint as checkpoint_module
 from rdpgan.config import RECORDED_BEFORE, RETIRED, TrainConfig
 from rdpgan.privacy.ledger import PrivacyLedger
-from tests.conftest import FAST, train_cli
+from tests.conftest import FAST, ForkedProcess, start_cli, train_cli
 
 SETTINGS = [
     *FAST,
@@ -34,18 +32,12 @@ SETTINGS = [
 ]
 
 
-def start_training(where: Path, root: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "rdpgan.train", f"hydra.run.dir={where / 'run'}", *SETTINGS],
-        cwd=where,
-        env={**os.environ, "RDPGAN_DATA_DIR": str(root)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def start_training(where: Path, root: Path) -> ForkedProcess:
+    env = {**os.environ, "RDPGAN_DATA_DIR": str(root)}
+    return start_cli("train", [f"hydra.run.dir={where / 'run'}", *SETTINGS], where, env)
 
 
-def wait_for_checkpoint(run: Path, process: subprocess.Popen, timeout: float = 300) -> None:
+def wait_for_checkpoint(run: Path, process: ForkedProcess, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while not (run / "checkpoint.json").is_file():
         assert process.poll() is None, process.communicate()
