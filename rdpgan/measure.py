@@ -544,16 +544,17 @@ def adaptive_pairs(
 def consistent_table(noisy: np.ndarray, total: float) -> np.ndarray:
     """The distribution max(0, x - t) / total, t chosen so that it sums to ``total`` (Wang et
     al. 2020's Norm-Sub): small noisy cells go to 0 instead of each keeping positive noise,
-    which clipping alone would leave spread over every empty cell."""
+    which clipping alone would leave spread over every empty cell. t in closed form, as for a
+    projection onto the simplex (Duchi et al. 2008): with the cells in decreasing order, the
+    last k whose cell exceeds (its running sum - total) / k gives t."""
     values = noisy.ravel()
     positive = np.clip(values, 0.0, None)
     if positive.sum() <= 0:
         return np.full(noisy.shape, 1.0 / noisy.size)
-    lo, hi = min(0.0, values.min() - total), values.max()
-    for _ in range(100):  # bisection on t: the kept mass falls as t rises
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if np.clip(values - mid, 0.0, None).sum() > total else (lo, mid)
-    kept = np.clip(values - hi, 0.0, None)
+    ordered = np.sort(values)[::-1]
+    shifts = (np.cumsum(ordered) - total) / np.arange(1, len(ordered) + 1)
+    kept_cells = np.flatnonzero(ordered > shifts)
+    kept = np.clip(values - shifts[kept_cells[-1]], 0.0, None) if len(kept_cells) else positive
     if kept.sum() <= 0:
         kept = positive
     return (kept / kept.sum()).reshape(noisy.shape)

@@ -44,6 +44,27 @@ def test_consistent_table_sums_to_one_and_zeroes_small_noisy_cells():
     assert table[0, 0] > 0.6  # the big cells keep their mass
 
 
+def test_consistent_table_is_max_of_zero_and_each_cell_less_the_shift_that_spends_the_total():
+    """Its closed form against the definition: t found by bisection on sum(max(0, x - t)) =
+    total, on tables of every size and sign, totals above and below their positive mass."""
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        noisy = rng.normal(0, rng.choice([1, 30]), int(rng.integers(1, 60)))
+        noisy += rng.choice([0.0, 40.0]) * rng.random(len(noisy))
+        total = float(
+            rng.choice([1.0, np.clip(noisy, 0, None).sum() + 1.0, 3 * np.abs(noisy).sum()])
+        )
+        lo, hi = noisy.min() - total, noisy.max()
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if np.clip(noisy - mid, 0, None).sum() > total else (lo, mid)
+        expected = np.clip(noisy - hi, 0, None)
+        if np.clip(noisy, 0, None).sum() > 0:
+            np.testing.assert_allclose(
+                measure.consistent_table(noisy, total), expected / total, atol=1e-9
+            )
+
+
 SCHEMA = Schema.from_specs(
     [
         {"name": "a", "kind": "categorical", "levels": ["x", "y", "z"]},
