@@ -13,11 +13,11 @@ import pyarrow as pa
 
 def numbers(values: np.ndarray, missing: np.ndarray | None = None) -> pa.Array:
     """A 1-d integer or float array as an Arrow array of its type, null where ``missing``."""
-    values = np.ascontiguousarray(values)
-    if values.ndim != 1 or values.dtype.kind not in "iuf":
+    if np.ndim(values) != 1 or values.dtype.kind not in "iuf":
         raise ValueError(
             f"expected a 1-d integer or float array, got {values.dtype} {values.shape}"
         )
+    values = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("="))  # Arrow's order
     validity, nulls = _validity(missing, len(values))
     kind = pa.from_numpy_dtype(values.dtype)
     return pa.Array.from_buffers(

@@ -90,8 +90,7 @@ def precheck_overrides(
     try:
         with initialize_config_dir(CONFIG_DIR, version_base="1.3"):
             composed = compose(config_name, overrides=args, return_hydra_config=True)
-        if record_dirs:
-            record_existing_dirs(args, _run_dirs(composed))
+        run_dirs = _run_dirs(composed)
         with open_dict(composed):
             del composed["hydra"]
         OmegaConf.to_object(composed)
@@ -100,6 +99,8 @@ def precheck_overrides(
         # converted to Float") is OmegaConf's, in the exception it wraps.
         reason = f": {first_line(exc.__cause__)}" if exc.__cause__ is not None else ""
         fail(first_line(exc) + reason)
+    if record_dirs:
+        record_existing_dirs(args, run_dirs)
     return composed
 
 

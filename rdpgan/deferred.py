@@ -12,17 +12,30 @@ and read ``pd.DataFrame`` as before; a type checker sees pandas itself."""
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import Any
 
 
 class DeferredModule:
-    """Stands for the module ``name`` and imports it at the first attribute read."""
+    """Stands for the module ``name`` and imports it at the first attribute read (then keeps
+    it: a read costs a method call, not an import's lookups)."""
 
     def __init__(self, name: str) -> None:
         self._name = name
+        self._module: ModuleType | None = None
 
     def __getattr__(self, attribute: str) -> Any:
-        return getattr(importlib.import_module(self._name), attribute)
+        # (Its own fields, and the protocols copy and pickle probe for, are not the module's:
+        # looked up here they would recurse before __init__ has run.)
+        if attribute in ("_name", "_module") or attribute.startswith("__"):
+            raise AttributeError(attribute)
+        if self._module is None:
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attribute)
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:
+        """Copied or pickled as a new stand-in for the same name (a module does not pickle)."""
+        return DeferredModule, (self._name,)
 
     def __repr__(self) -> str:
         return f"<deferred module {self._name!r}>"

@@ -51,6 +51,8 @@ import pandas as pd
 from rdpgan.data.discretize import Bins, cell_index, column_codes, column_size, joint_counts
 from rdpgan.data.schema import Continuous, Schema
 
+#: Cells of one histogram of several marginals (:func:`_tvds`): 32 MB a float64 table.
+HISTOGRAM_CELLS = 1 << 22
 #: Bins per wide numeric column in every fidelity score, and quantile cells per numeric column.
 FIDELITY_BINS = 20
 Resolution = Literal["public", "quantile"]
@@ -168,11 +170,25 @@ def _joint(codes: np.ndarray, sizes: list[int], columns: tuple[int, ...]) -> np.
 def _tvds(
     a: np.ndarray, b: np.ndarray, sizes: list[int], prefix: tuple[int, ...], lasts: Sequence[int]
 ) -> list[float]:
-    """The TVD of every marginal ``prefix + (k,)``, k in ``lasts``: every such marginal's
-    cells side by side in one histogram a table, so a mean over all 3-way marginals costs one
-    bincount a pair of columns instead of one a marginal (7,140 marginals on 36 columns)."""
-    if not lasts:
-        return []
+    """The TVD of every marginal ``prefix + (k,)``, k in ``lasts``: marginals side by side in
+    one histogram a table, up to :data:`HISTOGRAM_CELLS` cells (a larger one alone), so a mean
+    over all 3-way marginals costs a bincount or so a pair of columns instead of one a
+    marginal (7,140 marginals on 36 columns)."""
+    base = math.prod(sizes[c] for c in prefix)
+    tvds: list[float] = []
+    group: list[int] = []
+    for k in lasts:
+        if group and (sum(sizes[j] for j in group) + sizes[k]) * base > HISTOGRAM_CELLS:
+            tvds += _side_by_side(a, b, sizes, prefix, group)
+            group = []
+        group.append(k)
+    return tvds + (_side_by_side(a, b, sizes, prefix, group) if group else [])
+
+
+def _side_by_side(
+    a: np.ndarray, b: np.ndarray, sizes: list[int], prefix: tuple[int, ...], lasts: list[int]
+) -> list[float]:
+    """:func:`_tvds` of one histogram: the marginals of ``lasts`` in consecutive cells."""
     widths = [math.prod(sizes[c] for c in prefix) * sizes[k] for k in lasts]
     starts = np.concatenate([[0], np.cumsum(widths)])
 

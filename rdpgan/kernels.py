@@ -243,7 +243,8 @@ def herd_picks(
     (class, code) cell in each of them if it is of its class, and the cell of every pair
     among them: so a pick reads each column once, and, with every pair of columns herded,
     no pair at all (a(a - 1)/2 of them). ``score`` is updated in place; ValueError for pairs
-    that do not fit (numba checks no index)."""
+    that do not fit (numba checks no index). (Before ``798ed1a`` each table took its one off
+    in turn: a score's last bit can round otherwise, so a tie to the last bit can part.)"""
     columns, rows = codes.shape
     if labels.shape[0] != rows or score.shape[0] != rows or gain.shape[0] != rows:
         raise ValueError("the scores, gains, codes and labels differ in rows")
@@ -307,4 +308,4 @@ def compile_for_sampling() -> None:
         cells = np.zeros((1, 1), kind)
         rescale_and_count(np.ones(1), cells[0], np.ones(1), cells[0], np.zeros(1))
         lexicographic_order(cells, ones)
-        herd_picks(np.zeros(1), np.zeros(1), cells, cells[0], np.zeros((0, 2), i64), 1)
+        herd_picks(np.zeros(1), np.zeros(1), cells, ones - 1, np.zeros((0, 2), i64), 1)

@@ -21,7 +21,7 @@ now herd pairs where the rule says so; ``herding_pairs=false`` gives their earli
 Speed: nothing here imports torch or the DP machinery (sampling is numpy, and numba's compiled
 loops for calls large enough to repay their start: :mod:`rdpgan.frozen`, :mod:`rdpgan.loops`),
 nor pandas (rows go to Arrow from numpy buffers, :mod:`rdpgan.arrow`; pandas loads only to
-spell dates or to test conditions).
+spell dates, to test conditions or to read a ``label``).
 Chunks are generated and converted to Arrow tables by a pool of threads (one per CPU core, each
 with a single-threaded BLAS: whole chunks in parallel beat parallel matrix products, since
 random draws and decoding are serial) while earlier chunks are written, in order, by Arrow's C++

@@ -147,7 +147,6 @@ def _as_a_fresh_process(filters: tuple[tuple, ...]) -> None:
     for handler in list(root.handlers):
         root.removeHandler(handler)
     root.setLevel(logging.WARNING)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt
     random.seed()
     np.random.seed()
     torch.manual_seed(_TORCH_DEFAULT_SEED)
@@ -192,15 +191,16 @@ def _forked(
 ) -> subprocess.CompletedProcess[str]:
     """``target`` (a module name, or a script's path) run in a child forked from this process:
     its exit code, stdout and stderr."""
-    process = ForkedProcess(target, args, cwd, env)
-    stdout, stderr = process.communicate()
+    with ForkedProcess(target, args, cwd, env) as process:
+        stdout, stderr = process.communicate()
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 class ForkedProcess:
     """``target`` run in a child forked from this process, as :func:`run_cli` runs it, and left
     running: what of :class:`subprocess.Popen` the tests use (poll, wait, send_signal, kill,
-    communicate), its output read once it has exited."""
+    communicate), its output read once it has exited. As a context manager, a child still
+    running at the end (a test that failed midway) is killed and reaped, its files closed."""
 
     def __init__(
         self, target: str | Path, args: list[str], cwd: Path, env: dict[str, str] | None
@@ -244,8 +244,16 @@ class ForkedProcess:
         for stream in (self._out, self._err):
             stream.seek(0)
             texts.append(stream.read().decode(errors="replace"))
-            stream.close()
         return texts[0], texts[1]
+
+    def __enter__(self) -> ForkedProcess:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.kill()
+        self.wait()
+        self._out.close()
+        self._err.close()
 
 
 def start_cli(cli: str, args: list[str], cwd: Path, env: dict[str, str]) -> ForkedProcess:

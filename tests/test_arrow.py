@@ -21,10 +21,11 @@ def test_numbers_are_pyarrows_array_with_the_same_nulls(dtype, length):
     assert arrow.numbers(values, np.zeros(length, bool)).null_count == 0
 
 
-def test_numbers_read_a_strided_column_and_refuse_what_is_not_a_number_column():
+def test_numbers_read_a_strided_or_big_endian_column_and_refuse_what_is_not_one():
     matrix = np.arange(12.0).reshape(4, 3)
     assert arrow.numbers(matrix[:, 1]).to_pylist() == [1.0, 4.0, 7.0, 10.0]
-    for bad in (matrix, np.array(["a"], dtype=object), np.array([True])):
+    assert arrow.numbers(np.arange(5, dtype=">f8")).to_pylist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    for bad in (matrix, np.array(["a"], dtype=object), np.array([True]), np.float64(1.0)):
         with pytest.raises(ValueError):
             arrow.numbers(bad)
     with pytest.raises(ValueError):

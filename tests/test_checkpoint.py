@@ -65,12 +65,12 @@ def uninterrupted(tmp_path_factory, small_adult) -> dict:
 def test_sigkill_then_resume_ends_with_the_uninterrupted_ledger(
     tmp_path, small_adult, uninterrupted
 ):
-    process = start_training(tmp_path, small_adult)
     run = tmp_path / "run"
-    wait_for_checkpoint(run, process)
-    time.sleep(random.uniform(0.0, 0.5))  # somewhere inside a block of steps
-    process.kill()
-    process.wait()
+    with start_training(tmp_path, small_adult) as process:
+        wait_for_checkpoint(run, process)
+        time.sleep(random.uniform(0.0, 0.5))  # somewhere inside a block of steps
+        process.kill()
+        process.wait()
     if (run / "synthetic.csv").exists():
         pytest.skip("the run had written all its outputs before the kill")
     on_disk = ledger(run)
@@ -98,11 +98,11 @@ def test_sigkill_then_resume_ends_with_the_uninterrupted_ledger(
 
 @pytest.mark.slow
 def test_ctrl_c_stops_after_a_step_with_an_exact_ledger_and_resumes(tmp_path, small_adult):
-    process = start_training(tmp_path, small_adult)
     run = tmp_path / "run"
-    wait_for_checkpoint(run, process)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=300)
+    with start_training(tmp_path, small_adult) as process:
+        wait_for_checkpoint(run, process)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=300)
     if process.returncode == 0:
         pytest.skip("training finished before the signal arrived")
     assert process.returncode == 130, stderr

@@ -7,6 +7,7 @@ import errno
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,26 @@ def test_without_a_record_only_files_new_since_the_job_started_go(tmp_path, list
     (run / "model.npz").write_text("")
     cli.remove_new_files(run, before)
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["run", "train.log"]
+
+
+def test_the_precheck_lists_the_run_directory_as_it_resolves(tmp_path, listed_at_start):
+    """A run directory's interpolated part (``${now:...}``) is listed as the composition
+    resolves it, before Hydra makes anything: a directory the user made there is known."""
+    runs = tmp_path / "runs"
+    year = time.strftime("%Y")
+    (runs / year).mkdir(parents=True)
+    args = ["epsilon=1", f"hydra.run.dir={runs}/${{now:%Y}}/run"]
+    cli.precheck_overrides("config", args, record_dirs=True)
+    assert runs / year in cli._LISTED_AT_START
+
+
+def test_with_hydras_own_flags_the_precheck_still_lists_the_directories_given(
+    tmp_path, listed_at_start
+):
+    (tmp_path / "mine").mkdir()
+    args = ["--cfg", "job", f"hydra.run.dir={tmp_path / 'mine' / 'run'}"]
+    assert cli.precheck_overrides("config", args, record_dirs=True) is None
+    assert tmp_path / "mine" in cli._LISTED_AT_START
 
 
 def test_a_directory_that_will_not_go_is_left_without_a_traceback(

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy.stats.contingency import association
 
+from rdpgan import fidelity
 from rdpgan.cli import read_run_config
 from rdpgan.data.discretize import Bins, joint_counts, table_codes
 from rdpgan.data.schema import Categorical, Continuous, Schema
@@ -131,9 +132,12 @@ def test_three_way_tvd_with_the_target_and_k_marginal_by_hand():
     assert scores["k_marginal"] == pytest.approx(750.0)
 
 
-def test_every_marginals_tvd_is_its_own_histograms_on_columns_of_unequal_sizes():
-    """The scores take every marginal of a level side by side in one histogram: each mean is
-    still the mean of each marginal's own TVD (a segment misplaced would move it)."""
+@pytest.mark.parametrize("cells", [fidelity.HISTOGRAM_CELLS, 12])
+def test_every_marginals_tvd_is_its_own_histograms_on_columns_of_unequal_sizes(cells, monkeypatch):
+    """The scores take marginals side by side in one histogram (of at most ``cells`` cells,
+    a larger marginal alone): each mean is still the mean of each marginal's own TVD (a
+    segment misplaced would move it)."""
+    monkeypatch.setattr(fidelity, "HISTOGRAM_CELLS", cells)
     rng = np.random.default_rng(7)
     levels = {"a": "pq", "y": "nmo", "b": "rstuv", "c": "wx", "d": "ghijkl"}
     schema = Schema([Categorical(name, tuple(v)) for name, v in levels.items()])

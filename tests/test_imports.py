@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "rdpgan"
 
 
@@ -70,3 +72,25 @@ def test_synthesizer_is_a_wiring_file():
             if isinstance(node, ast.ClassDef):
                 lines = node.end_lineno - node.lineno + 1
                 assert lines <= 300, f"{path.name}: class {node.name} has {lines} lines"
+
+
+def test_a_deferred_module_imports_at_first_use_and_copies_without_recursing():
+    """rdpgan.deferred: the module is imported at the first attribute read, once, and the
+    stand-in survives copy and pickle (their probes are not the module's attributes)."""
+    import copy
+    import pickle
+
+    from rdpgan.deferred import DeferredModule
+
+    deferred = DeferredModule("json")
+    assert deferred._module is None
+    assert deferred.dumps([1]) == "[1]" and deferred._module is not None
+    for clone in (
+        copy.copy(deferred),
+        copy.deepcopy(deferred),
+        pickle.loads(pickle.dumps(deferred)),
+    ):
+        assert clone.dumps({}) == "{}"
+    fresh = DeferredModule.__new__(DeferredModule)  # as unpickling makes it, before its state
+    with pytest.raises(AttributeError):
+        getattr(fresh, "_name")  # noqa: B009

@@ -180,19 +180,20 @@ def test_draw_codes_refuses_two_blocks_written_to_one_row_of_codes(impl):
 
 
 def test_compile_for_sampling_compiles_what_sampling_calls():
-    """After compile_for_sampling (what scripts/setup.sh runs), a generator's pass and raking
-    (int8 cells here) compile nothing more: every type they pass was compiled, and cached."""
+    """After compile_for_sampling (what scripts/setup.sh runs), a generator's pass, raking
+    and herding (int8 cells and codes here) compile nothing more: every type they pass was
+    compiled, and cached."""
     import torch
 
     from rdpgan.frozen import FrozenGenerator
     from rdpgan.marginals import Marginals
     from rdpgan.models import Generator
-    from rdpgan.postprocess import Raker
+    from rdpgan.postprocess import Herder, Raker
     from rdpgan.transform import Span
 
     kernels.compile_for_sampling()
     dispatchers = [kernels.layer_norm, kernels.draw_codes, kernels.rescale_and_count]
-    dispatchers.append(kernels.lexicographic_order)
+    dispatchers += [kernels.lexicographic_order, kernels.herd_picks]
     compiled = [list(d.signatures) for d in dispatchers]
     torch.manual_seed(0)
     generator = Generator(4, 2, [8], (Span(0, 3), Span(3, 7)), width=7).eval()
@@ -206,4 +207,5 @@ def test_compile_for_sampling_compiles_what_sampling_calls():
         by_class, [(0, 1)], [np.full((3, 4), 1 / 12)], [np.arange(3), np.arange(4)]
     )
     Raker(released, np.array([0.5, 0.5]), loops=kernels)(codes, labels, 10, rng)
+    Herder([3, 4], 2, [(0, 1)], loops=kernels)(codes, labels, 10, rng)
     assert [list(d.signatures) for d in dispatchers] == compiled

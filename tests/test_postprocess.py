@@ -230,6 +230,21 @@ def test_herdings_loops_pick_as_the_tables_one_by_one_would(pairs):
 
 
 @pytest.mark.parametrize("loops", [kernels, numpy_kernels])
+def test_herd_narrows_codes_to_a_type_that_holds_every_code(loops):
+    """A column of 300 codes (past int8's 127) herds as its definition picks, through herd()."""
+    rng = np.random.default_rng(12)
+    sizes, rows = [300, 3], 512
+    wide = rng.integers(0, 2, rows) * 256 + rng.integers(0, 2, rows)  # 0 and 256: alike in int8
+    codes = np.stack([wide, rng.integers(0, 3, rows)])
+    labels = np.zeros(rows, np.int64)
+    cells = np.stack([codes[0], codes[1], codes[0] * 3 + codes[1]])
+    gain = sum(np.bincount(t)[t] / rows for t in cells)
+    expected = picks_table_by_table(gain.copy(), gain, cells, 200)
+    picked = herd(codes, labels, sizes, 1, 200, [(0, 1)], loops=loops)
+    np.testing.assert_array_equal(picked, expected)
+
+
+@pytest.mark.parametrize("loops", [kernels, numpy_kernels])
 def test_herdings_loops_refuse_pairs_that_are_not_distinct_pairs_of_columns(loops):
     codes, labels = np.zeros((3, 4), np.int8), np.zeros(4, np.int64)
     for bad in ([(0, 0)], [(1, 0)], [(0, 3)], [(0, 1), (0, 1)], [(-1, 1)]):

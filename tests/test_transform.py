@@ -200,3 +200,14 @@ def test_nullable_integers_are_written_as_integers():
     table = schema.written_arrow(pa.Table.from_pandas(frame))
     assert table["age"].type == pa.int64() and table["age"].to_pylist() == [58, None, 9]
     assert table["x"].to_pylist() == [0.5, 0.25, None]
+
+
+def test_a_numeric_categorical_decodes_its_missing_code_to_null_in_arrow():
+    """Its levels are numbers (a float column, missing as NaN in pandas): in Arrow the missing
+    code is null, not the 0.0 its cells hold under the mask."""
+    column = Categorical("n", (1, 2, 5), missing=True)
+    codes = np.array([0, 3, 2, 1, 3, 0, 2, 3, 1])
+    arrow_values = column.decode_arrow(codes).to_pylist()
+    pandas_values = column.decode(codes).tolist()
+    assert arrow_values == [None if np.isnan(v) else v for v in pandas_values]
+    assert arrow_values[1] is None and arrow_values[0] == 1.0

@@ -55,12 +55,13 @@ def separator(path: Path, config: DatasetConfig) -> str:
 def frame_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """A DataFrame's cells as :func:`read_cells` reads a file's: each as text on its own
     (without surrounding spaces), a missing or empty one missing."""
-    cells = frame.astype(object).map(lambda v: np.nan if _missing(v) else str(v).strip())
+    isna = pd.isna  # (read once: this runs per cell)
+
+    def missing(value: object) -> bool:
+        return value is None or (not isinstance(value, str) and bool(isna(value)))
+
+    cells = frame.astype(object).map(lambda v: np.nan if missing(v) else str(v).strip())
     return cells.mask(cells == "")
-
-
-def _missing(value: object) -> bool:
-    return value is None or (not isinstance(value, str) and bool(pd.isna(value)))
 
 
 def read_cells(config: DatasetConfig, root: str | None = None) -> pd.DataFrame:
