@@ -243,7 +243,7 @@ def herd_picks(
     (class, code) cell in each of them if it is of its class, and the cell of every pair
     among them: so a pick reads each column once, and, with every pair of columns herded,
     no pair at all (a(a - 1)/2 of them). ``score`` is updated in place; ValueError for pairs
-    that do not fit (numba checks no index). (Before ``798ed1a`` each table took its one off
+    that do not fit (numba checks no index). (Before ``62e0312`` each table took its one off
     in turn: a score's last bit can round otherwise, so a tie to the last bit can part.)"""
     columns, rows = codes.shape
     if labels.shape[0] != rows or score.shape[0] != rows or gain.shape[0] != rows:
