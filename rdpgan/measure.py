@@ -553,10 +553,8 @@ def consistent_table(noisy: np.ndarray, total: float) -> np.ndarray:
         return np.full(noisy.shape, 1.0 / noisy.size)
     ordered = np.sort(values)[::-1]
     shifts = (np.cumsum(ordered) - total) / np.arange(1, len(ordered) + 1)
-    kept_cells = np.flatnonzero(ordered > shifts)
+    kept_cells = np.flatnonzero(ordered > shifts)  # none only where total <= 0
     kept = np.clip(values - shifts[kept_cells[-1]], 0.0, None) if len(kept_cells) else positive
-    if kept.sum() <= 0:
-        kept = positive
     return (kept / kept.sum()).reshape(noisy.shape)
 
 
