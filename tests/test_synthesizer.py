@@ -826,6 +826,22 @@ def test_pairs_are_chosen_against_the_sampler_raked_at_a_pool_of_at_most_choice_
         model.sampler.parts(10, None, 1, pool=0)
 
 
+def test_a_small_table_is_compared_with_a_few_generated_rows_per_released_row(monkeypatch):
+    """Below GENERATED_ROWS, the choice of pairs generates GENERATED_PER_ROW rows per
+    released row (each from a pool of CHOICE_POOL): a small table's counts are noisier.
+    (The cap: the test above.)"""
+    monkeypatch.setattr(measure, "EXTRA_PAIRS", 0.0)
+    monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 1.0)
+    generated = count_generated(monkeypatch)
+    settings = {**SMALL, "model": replace(SMALL["model"], sample_pool=16)}
+    model = DPCGAN(epsilon=30.0, device="cpu", **settings)
+    model.fit(toy_table(), "y", SCHEMA)
+    assert model.ledger.releases[-2].details["drawn"]
+    rows = adaptive.GENERATED_PER_ROW * model.released_rows
+    assert model.released_rows > 1_000 and rows < adaptive.GENERATED_ROWS
+    assert generated[0] == rows * adaptive.CHOICE_POOL
+
+
 @pytest.mark.parametrize(
     "epsilon, rakes, moved",
     [(30.0, True, False), (30.0, False, True), (0.5, False, False)],
