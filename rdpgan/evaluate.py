@@ -17,11 +17,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import hydra
 import pandas as pd
 from omegaconf import DictConfig
 
-from rdpgan.cli import guarded, precheck_overrides, read_run_config, to_typed
+from rdpgan.cli import (
+    guarded,
+    hydra_entry,
+    job_config,
+    precheck_overrides,
+    read_run_config,
+    to_typed,
+)
 from rdpgan.config import EvaluateConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.data.target import matching_class
@@ -138,8 +144,9 @@ def fidelity_line(result: dict[str, Any]) -> str:
     return "fidelity TVD 1/2/3-way: " + "; ".join(parts) + " (held-out real rows in brackets)"
 
 
-@hydra.main(config_path="../configs", config_name="evaluate", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> None:
+def evaluate_job(cfg: DictConfig) -> None:
+    """The evaluate command: score a run's synthetic rows and print the line."""
+
     def task() -> None:
         typed = to_typed(cfg, EvaluateConfig)
         result = evaluate_run(
@@ -161,8 +168,13 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    precheck_overrides("evaluate", sys.argv[1:])
-    _hydra_main()
+    cfg = precheck_overrides("evaluate", sys.argv[1:])
+    if cfg is None:  # Hydra's own modes (--help, --cfg)
+        hydra_entry(evaluate_job, "evaluate")()
+        return
+    # On the config just composed: the job writes where run_dir says and logs nothing, so
+    # Hydra's run (two compositions more, its job set-up) would only cost start-up time.
+    evaluate_job(job_config(cfg))
 
 
 if __name__ == "__main__":

@@ -21,14 +21,20 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import hydra
 import matplotlib
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
 from rdpgan.audit import FPR_TARGETS, AuditResult, audit
-from rdpgan.cli import guarded, precheck_overrides, read_run_config, to_typed
+from rdpgan.cli import (
+    guarded,
+    hydra_entry,
+    job_config,
+    precheck_overrides,
+    read_run_config,
+    to_typed,
+)
 from rdpgan.config import ReportConfig, register_configs
 from rdpgan.io import atomic_write, read_json
 from rdpgan.privacy.budget import LEDGER_FILE
@@ -173,8 +179,9 @@ def write_report(run_dir: str | Path, seed: int = 0) -> AuditResult:
     return result
 
 
-@hydra.main(config_path="../configs", config_name="report", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> None:
+def report_job(cfg: DictConfig) -> None:
+    """The report command: write a run's privacy and quality reports."""
+
     def task() -> None:
         typed = to_typed(cfg, ReportConfig)
         result = write_report(typed.run_dir, typed.seed)
@@ -185,8 +192,13 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    precheck_overrides("report", sys.argv[1:])
-    _hydra_main()
+    cfg = precheck_overrides("report", sys.argv[1:])
+    if cfg is None:  # Hydra's own modes (--help, --cfg)
+        hydra_entry(report_job, "report")()
+        return
+    # On the config just composed: the job writes where run_dir says and logs nothing, so
+    # Hydra's run (two compositions more, its job set-up) would only cost start-up time.
+    report_job(job_config(cfg))
 
 
 if __name__ == "__main__":

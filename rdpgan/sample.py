@@ -42,7 +42,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import hydra
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
@@ -51,7 +50,7 @@ from hydra.core.override_parser.types import Quote, QuotedString
 from omegaconf import DictConfig
 from threadpoolctl import threadpool_limits
 
-from rdpgan.cli import guarded, precheck_overrides, to_typed
+from rdpgan.cli import guarded, hydra_entry, job_config, precheck_overrides, to_typed
 from rdpgan.config import SampleCliConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
@@ -277,8 +276,8 @@ def quote_label(args: list[str]) -> list[str]:
     return quoted
 
 
-@hydra.main(config_path="../configs", config_name="sample", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> None:
+def sample_job(cfg: DictConfig) -> None:
+    """The sample command's job: write the file ``cfg`` asks for."""
     guarded(lambda: run(to_typed(cfg, SampleCliConfig)))
 
 
@@ -286,11 +285,11 @@ def main() -> None:
     sys.argv[1:] = quote_label(sys.argv[1:])
     cfg = precheck_overrides("sample", sys.argv[1:])
     if cfg is None:  # Hydra's own modes (--help, --cfg)
-        _hydra_main()
+        hydra_entry(sample_job, "sample")()
         return
     # Run on the config just composed: sampling writes where ``out`` says and logs nothing,
     # so Hydra's run (a second composition, its job set-up) would only cost start-up time.
-    guarded(lambda: run(to_typed(cfg, SampleCliConfig)))
+    sample_job(job_config(cfg))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import hydra
 from omegaconf import DictConfig
 
 from rdpgan import distributed
@@ -56,8 +55,8 @@ def run(cfg: RunConfig, out: Path) -> None:
     )
 
 
-@hydra.main(config_path="../configs", config_name="config", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> None:
+def schema_job(cfg: DictConfig) -> None:
+    """The schema job, in the run directory Hydra has made (:func:`rdpgan.train.start`)."""
     out = run_dir()
     before = existing_files(out)
     refuse_seed_in_sweep(cfg, out, before)
@@ -68,7 +67,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    start(_hydra_main)
+    start(schema_job)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import hydra
 import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -26,11 +25,14 @@ from rdpgan.cli import (
     exit_finished,
     fail,
     guarded,
+    hydra_entry,
     made_by_this_command,
     precheck_overrides,
     read_run_config,
     remove_new_files,
     run_dir,
+    run_hydra_job,
+    sweeping,
     to_typed,
     write_run_config,
 )
@@ -261,8 +263,8 @@ _SEED_IN_SWEEP = (
 )
 
 
-@hydra.main(config_path="../configs", config_name="config", version_base="1.3")
-def _hydra_main(cfg: DictConfig) -> None:
+def train_job(cfg: DictConfig) -> None:
+    """The training job, in the run directory Hydra has made (:func:`start`)."""
     out = run_dir()
     before = existing_files(out)
     refuse_seed_in_sweep(cfg, out, before)
@@ -301,7 +303,7 @@ def refuse_recorded_noise_seed(args: list[str]) -> None:
     """A sweep writes its config and overrides into ``multirun.yaml`` (and may name run
     directories after them): a noise seed there would be on disk, while the guarantee of a
     seeded run rests on its secrecy. Caught here before Hydra starts when it is on the command
-    line; set in a config file, the job itself refuses (see ``_hydra_main``)."""
+    line; set in a config file, the job itself refuses (see ``train_job``)."""
     sweeping = any(
         arg in ("-m", "--multirun") or arg.lstrip("+").lower() == "hydra.mode=multirun"
         for arg in args
@@ -311,16 +313,22 @@ def refuse_recorded_noise_seed(args: list[str]) -> None:
         fail(_SEED_IN_SWEEP)
 
 
-def start(hydra_main: Callable[[], None]) -> None:
-    """A command over the run config (train, schema): its checks before Hydra starts."""
-    refuse_recorded_noise_seed(sys.argv[1:])
-    precheck_overrides("config", sys.argv[1:], record_dirs=True)  # before Hydra makes any
-    hydra_main()
+def start(job: Callable[[DictConfig], None]) -> None:
+    """A command over the run config (train, schema): its checks before Hydra starts, then
+    ``job`` as Hydra's job (named after its module, as ``@hydra.main`` names it)."""
+    args = sys.argv[1:]
+    refuse_recorded_noise_seed(args)
+    name = job.__module__.rpartition(".")[2]
+    composed = precheck_overrides("config", args, record_dirs=True, job_name=name)  # before
+    if composed is None or sweeping(composed):  # Hydra makes any directory
+        hydra_entry(job, "config")()
+    else:
+        run_hydra_job(composed, job)
     exit_finished()
 
 
 def main() -> None:
-    start(_hydra_main)
+    start(train_job)
 
 
 if __name__ == "__main__":

@@ -190,3 +190,63 @@ def test_under_a_profiler_a_finished_command_leaves_the_exit_to_the_interpreter(
         "print('returned')",
     )
     assert done.returncode == 0 and done.stdout == "returned\n"
+
+
+def seen_by_a_job(tmp_path: Path, monkeypatch, *args: str) -> tuple[list[dict], int]:
+    """What ``rdpgan.train.start`` hands a job, run here on ``args`` (its exit left out): for
+    each call, the config's keys and Hydra's view of the job; and how often Hydra composed."""
+    from hydra._internal.hydra import Hydra
+    from hydra.core.hydra_config import HydraConfig
+
+    from rdpgan import train as train_module
+
+    compositions = []
+    compose_config = Hydra.compose_config
+    monkeypatch.setattr(
+        Hydra,
+        "compose_config",
+        lambda self, *a, **k: compositions.append(1) or compose_config(self, *a, **k),
+    )
+    monkeypatch.setattr(train_module, "exit_finished", lambda: None)
+    monkeypatch.setattr(sys, "argv", ["train.py", *args])
+    monkeypatch.chdir(tmp_path)
+    calls = []
+
+    def job(cfg) -> None:
+        hydra = HydraConfig.get()
+        calls.append(
+            {
+                "keys": set(cfg),
+                "mode": hydra.mode,
+                "name": hydra.job.name,
+                "output_dir": hydra.runtime.output_dir,
+                "cwd": os.getcwd(),
+            }
+        )
+
+    job.__module__ = "rdpgan.train"  # named as the train command's job
+    train_module.start(job)
+    return calls, len(compositions)
+
+
+def test_a_run_composes_its_config_once_and_runs_its_job_as_hydra_would(
+    tmp_path, monkeypatch, listed_at_start
+):
+    """The train command's job runs on the precheck's composition, in the run directory Hydra
+    makes, with Hydra's view of a run-mode job named "train"; only a multirun is handed to
+    Hydra's own start (which composes again)."""
+    from hydra.types import RunMode
+
+    run = tmp_path / "made" / "run"
+    calls, compositions = seen_by_a_job(tmp_path, monkeypatch, "epsilon=2", f"hydra.run.dir={run}")
+    assert compositions == 1 and len(calls) == 1 and run.is_dir()
+    assert "hydra" not in calls[0]["keys"] and "privacy" in calls[0]["keys"]
+    assert calls[0]["mode"] == RunMode.RUN and calls[0]["name"] == "train"
+    assert calls[0]["output_dir"] == str(run) and calls[0]["cwd"] == str(tmp_path)
+    assert cli.made_by_this_command(run.parent)  # listed before Hydra made it
+
+    sweep = tmp_path / "sweep"
+    args = ["hydra.mode=MULTIRUN", "epsilon=1", f"hydra.sweep.dir={sweep}"]
+    calls, compositions = seen_by_a_job(tmp_path, monkeypatch, *args)
+    assert [call["mode"] for call in calls] == [RunMode.MULTIRUN] and compositions > 2
+    assert calls[0]["output_dir"] == str(sweep / "0") and calls[0]["name"] == "train"
