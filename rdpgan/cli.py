@@ -125,18 +125,29 @@ def job_config(composed: DictConfig) -> DictConfig:
     return job
 
 
-def sweeping(composed: DictConfig) -> bool:
-    """Whether the composition asks for a multirun (``hydra.mode=MULTIRUN``, no ``-m``)."""
-    return composed.hydra.mode == RunMode.MULTIRUN
+def job_name(job: Callable[..., object]) -> str:
+    """The name ``@hydra.main`` gives ``job``'s runs: its module's last part, or its file's
+    stem where the module runs as ``__main__`` (``python -m rdpgan.train``)."""
+    if job.__module__ == "__main__":
+        return Path(job.__code__.co_filename).stem
+    return job.__module__.rpartition(".")[2]
+
+
+def left_to_hydra(composed: DictConfig) -> bool:
+    """Whether the composition asks for what only Hydra's own start does: a multirun
+    (``hydra.mode=MULTIRUN``, no ``-m``), or its debug listing (``hydra.verbose``), printed
+    as it composes."""
+    return composed.hydra.mode == RunMode.MULTIRUN or bool(composed.hydra.verbose)
 
 
 def run_hydra_job(composed: DictConfig, task: Callable[[DictConfig], None]) -> None:
     """``@hydra.main``'s run mode on a composition :func:`precheck_overrides` made: the run
     directory, ``HydraConfig``, logging and callbacks as ``Hydra.run`` sets them up, without
     its two compositions more (one for the mode, one for the run), about a third of a second
-    of every command. The task's error is raised, as Hydra raises it."""
-    job_name = composed.hydra.job.name
-    with initialize_config_dir(CONFIG_DIR, job_name=job_name, version_base="1.3"):
+    of every command. The task's error is raised (its traceback whole, where Hydra's start
+    trims it)."""
+    name = composed.hydra.job.name
+    with initialize_config_dir(CONFIG_DIR, job_name=name, version_base="1.3"):
         with open_dict(composed):
             composed.hydra.mode = RunMode.RUN
         configure_log(composed.hydra.hydra_logging, composed.hydra.verbose)

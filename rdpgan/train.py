@@ -26,13 +26,14 @@ from rdpgan.cli import (
     fail,
     guarded,
     hydra_entry,
+    job_name,
+    left_to_hydra,
     made_by_this_command,
     precheck_overrides,
     read_run_config,
     remove_new_files,
     run_dir,
     run_hydra_job,
-    sweeping,
     to_typed,
     write_run_config,
 )
@@ -318,9 +319,9 @@ def start(job: Callable[[DictConfig], None]) -> None:
     ``job`` as Hydra's job (named after its module, as ``@hydra.main`` names it)."""
     args = sys.argv[1:]
     refuse_recorded_noise_seed(args)
-    name = job.__module__.rpartition(".")[2]
+    name = job_name(job)
     composed = precheck_overrides("config", args, record_dirs=True, job_name=name)  # before
-    if composed is None or sweeping(composed):  # Hydra makes any directory
+    if composed is None or left_to_hydra(composed):  # Hydra makes any directory
         hydra_entry(job, "config")()
     else:
         run_hydra_job(composed, job)

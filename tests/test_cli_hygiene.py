@@ -4,13 +4,16 @@ to quote it, and a failed run deletes only what the command itself created."""
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
+from hydra.experimental.callback import Callback
 
 from rdpgan import cli
 from tests.conftest import run_cli
@@ -192,11 +195,35 @@ def test_under_a_profiler_a_finished_command_leaves_the_exit_to_the_interpreter(
     assert done.returncode == 0 and done.stdout == "returned\n"
 
 
-def seen_by_a_job(tmp_path: Path, monkeypatch, *args: str) -> tuple[list[dict], int]:
-    """What ``rdpgan.train.start`` hands a job, run here on ``args`` (its exit left out): for
-    each call, the config's keys and Hydra's view of the job; and how often Hydra composed."""
+class Recorder(Callback):
+    """A Hydra callback (``hydra.callbacks``) that notes the events it is called for."""
+
+    events: ClassVar[list[str]] = []
+
+    def on_run_start(self, config, **kwargs) -> None:
+        self.events.append("run_start")
+
+    def on_multirun_start(self, config, **kwargs) -> None:
+        self.events.append("multirun_start")
+
+    def on_job_start(self, config, **kwargs) -> None:
+        self.events.append("job_start")
+
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        self.events.append("job_end")
+
+    def on_run_end(self, config, **kwargs) -> None:
+        self.events.append("run_end")
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        self.events.append("multirun_end")
+
+
+@pytest.fixture
+def hydra_start(tmp_path, monkeypatch, listed_at_start):
+    """``rdpgan.train.start`` run here on a job and arguments (its exit left out), counting
+    Hydra's compositions; the logging Hydra sets up is undone after."""
     from hydra._internal.hydra import Hydra
-    from hydra.core.hydra_config import HydraConfig
 
     from rdpgan import train as train_module
 
@@ -208,8 +235,28 @@ def seen_by_a_job(tmp_path: Path, monkeypatch, *args: str) -> tuple[list[dict], 
         lambda self, *a, **k: compositions.append(1) or compose_config(self, *a, **k),
     )
     monkeypatch.setattr(train_module, "exit_finished", lambda: None)
-    monkeypatch.setattr(sys, "argv", ["train.py", *args])
     monkeypatch.chdir(tmp_path)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    Recorder.events.clear()
+
+    def start(job, *args: str) -> int:
+        compositions.clear()
+        monkeypatch.setattr(sys, "argv", ["train.py", *args])
+        train_module.start(job)
+        return len(compositions)
+
+    yield start
+    root.handlers[:], root.level = handlers, level
+
+
+def test_a_run_composes_its_config_once_and_runs_its_job_as_hydra_would(tmp_path, hydra_start):
+    """The train command's job runs on the precheck's composition, in the run directory Hydra
+    makes, with Hydra's view of a run-mode job named after the command, its logging and its
+    callbacks; a multirun is handed to Hydra's own start (which composes again), alike."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
     calls = []
 
     def job(cfg) -> None:
@@ -221,32 +268,48 @@ def seen_by_a_job(tmp_path: Path, monkeypatch, *args: str) -> tuple[list[dict], 
                 "name": hydra.job.name,
                 "output_dir": hydra.runtime.output_dir,
                 "cwd": os.getcwd(),
+                "log_level": logging.getLogger().level,
             }
         )
 
-    job.__module__ = "rdpgan.train"  # named as the train command's job
-    train_module.start(job)
-    return calls, len(compositions)
-
-
-def test_a_run_composes_its_config_once_and_runs_its_job_as_hydra_would(
-    tmp_path, monkeypatch, listed_at_start
-):
-    """The train command's job runs on the precheck's composition, in the run directory Hydra
-    makes, with Hydra's view of a run-mode job named "train"; only a multirun is handed to
-    Hydra's own start (which composes again)."""
-    from hydra.types import RunMode
-
+    job.__module__ = "rdpgan.train"  # as the rdpgan script imports it
     run = tmp_path / "made" / "run"
-    calls, compositions = seen_by_a_job(tmp_path, monkeypatch, "epsilon=2", f"hydra.run.dir={run}")
-    assert compositions == 1 and len(calls) == 1 and run.is_dir()
+    record = f"+hydra.callbacks.record._target_={__name__}.Recorder"
+    assert hydra_start(job, "epsilon=2", f"hydra.run.dir={run}", record) == 1
+    assert len(calls) == 1 and run.is_dir() and cli.made_by_this_command(run.parent)
     assert "hydra" not in calls[0]["keys"] and "privacy" in calls[0]["keys"]
     assert calls[0]["mode"] == RunMode.RUN and calls[0]["name"] == "train"
     assert calls[0]["output_dir"] == str(run) and calls[0]["cwd"] == str(tmp_path)
-    assert cli.made_by_this_command(run.parent)  # listed before Hydra made it
+    assert Recorder.events == ["run_start", "job_start", "job_end", "run_end"]
 
     sweep = tmp_path / "sweep"
-    args = ["hydra.mode=MULTIRUN", "epsilon=1", f"hydra.sweep.dir={sweep}"]
-    calls, compositions = seen_by_a_job(tmp_path, monkeypatch, *args)
-    assert [call["mode"] for call in calls] == [RunMode.MULTIRUN] and compositions > 2
-    assert calls[0]["output_dir"] == str(sweep / "0") and calls[0]["name"] == "train"
+    args = ["hydra.mode=MULTIRUN", "epsilon=1", f"hydra.sweep.dir={sweep}", record]
+    assert hydra_start(job, *args) > 1
+    assert calls[1]["mode"] == RunMode.MULTIRUN and calls[1]["output_dir"] == str(sweep / "0")
+    assert calls[1]["name"] == "train" and calls[1]["log_level"] == calls[0]["log_level"]
+    assert Recorder.events[4:] == ["multirun_start", "job_start", "job_end", "multirun_end"]
+
+
+def test_a_job_is_named_after_its_command_and_its_error_is_raised(tmp_path, hydra_start):
+    """``python -m rdpgan.train`` runs the module as ``__main__``: its runs are named after
+    its file, as ``@hydra.main`` names them. A job's unexpected error is raised (the command
+    then fails with its traceback), never swallowed into a clean exit."""
+    from rdpgan import schema, train
+
+    assert cli.job_name(train.train_job) == "train" and cli.job_name(schema.schema_job) == "schema"
+
+    def job(cfg) -> None:
+        raise RuntimeError("a bug")
+
+    job.__module__ = "__main__"
+    with pytest.raises(RuntimeError, match="a bug"):
+        hydra_start(job, f"hydra.run.dir={tmp_path / 'run'}")
+    assert cli.job_name(job) == Path(__file__).stem
+
+
+@pytest.mark.parametrize(
+    ("arg", "left"),
+    [("epsilon=1", False), ("hydra.verbose=true", True), ("hydra.mode=MULTIRUN", True)],
+)
+def test_a_multirun_and_hydras_debug_listing_are_left_to_hydra(arg, left):
+    assert cli.left_to_hydra(cli.precheck_overrides("config", [arg])) is left
