@@ -953,6 +953,8 @@ def test_fit_without_a_schema_releases_one_and_pays_for_it(data_dir):
     ledger, and the rows it samples hold the released columns; integers come back whole."""
     from tests.test_train_cli import ADULT_COLUMNS
 
+    # What is checked is the releases, the ledger and the decoding: ten steps of training do.
+    quick = {**SMALL, "train": TrainConfig(steps=10, batch_size=64, progress=False)}
     df = pd.read_csv(
         data_dir / "adult" / "adult.data",
         header=None,
@@ -960,7 +962,7 @@ def test_fit_without_a_schema_releases_one_and_pays_for_it(data_dir):
         skipinitialspace=True,
         nrows=6000,
     )
-    model = DPCGAN(epsilon=4.0, device="cpu", **SMALL).fit(df, target="income")
+    model = DPCGAN(epsilon=4.0, device="cpu", **quick).fit(df, target="income")
     names = [r.name for r in model.ledger.releases]
     assert names[:2] == ["schema", "schema_new_values"] and "dp_sgd_discriminator" in names
     assert model.ledger.end_to_end and model.ledger.epsilon() <= 4.0
@@ -973,13 +975,13 @@ def test_fit_without_a_schema_releases_one_and_pays_for_it(data_dir):
     # Without occupation too: it is the more even, and passed over only for its 13 released
     # classes (one over the cap), of which Protective-serv's 115 rows clear partition
     # selection's threshold by 2 noise stds; when it missed (2% of draws) occupation won.
-    untargeted = DPCGAN(epsilon=4.0, device="cpu", **SMALL).fit(
+    untargeted = DPCGAN(epsilon=4.0, device="cpu", **quick).fit(
         df.drop(columns=["income", "occupation"])
     )
     assert untargeted.transformer.target == "sex"  # the most even released categorical left
     assert untargeted.ledger.releases[0].name == "schema"
     # A declared schema chooses from itself alone: its first categorical never missing.
-    declared = DPCGAN(epsilon=8.0, device="cpu", **SMALL).fit(toy_table(), schema=SCHEMA)
+    declared = DPCGAN(epsilon=8.0, device="cpu", **quick).fit(toy_table(), schema=SCHEMA)
     assert declared.transformer.target == "y"  # ("c" may be missing)
 
 
