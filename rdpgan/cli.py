@@ -117,6 +117,17 @@ def hydra_entry(job: Callable[[DictConfig], None], config_name: str) -> Callable
     return hydra.main(config_path=CONFIG_DIR, config_name=config_name, version_base="1.3")(job)
 
 
+def run_in_place(config_name: str, job: Callable[[DictConfig], None], args: list[str]) -> None:
+    """A command whose job makes no directory and logs nothing (sample, evaluate, report): run
+    on the precheck's composition, since Hydra's run (two compositions more, its job set-up)
+    would only cost start-up time; Hydra's own modes (``--help``, ``--cfg``) left to Hydra."""
+    composed = precheck_overrides(config_name, args)
+    if composed is None:
+        hydra_entry(job, config_name)()
+    else:
+        job(job_config(composed))
+
+
 def job_config(composed: DictConfig) -> DictConfig:
     """A composition without Hydra's settings (a copy): what a job's function is given."""
     job = copy.deepcopy(composed)

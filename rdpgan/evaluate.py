@@ -22,10 +22,8 @@ from omegaconf import DictConfig
 
 from rdpgan.cli import (
     guarded,
-    hydra_entry,
-    job_config,
-    precheck_overrides,
     read_run_config,
+    run_in_place,
     to_typed,
 )
 from rdpgan.config import EvaluateConfig, register_configs
@@ -168,13 +166,7 @@ def evaluate_job(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    cfg = precheck_overrides("evaluate", sys.argv[1:])
-    if cfg is None:  # Hydra's own modes (--help, --cfg)
-        hydra_entry(evaluate_job, "evaluate")()
-        return
-    # On the config just composed: the job writes where run_dir says and logs nothing, so
-    # Hydra's run (two compositions more, its job set-up) would only cost start-up time.
-    evaluate_job(job_config(cfg))
+    run_in_place("evaluate", evaluate_job, sys.argv[1:])
 
 
 if __name__ == "__main__":

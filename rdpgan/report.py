@@ -29,10 +29,8 @@ from omegaconf import DictConfig
 from rdpgan.audit import FPR_TARGETS, AuditResult, audit
 from rdpgan.cli import (
     guarded,
-    hydra_entry,
-    job_config,
-    precheck_overrides,
     read_run_config,
+    run_in_place,
     to_typed,
 )
 from rdpgan.config import ReportConfig, register_configs
@@ -192,13 +190,7 @@ def report_job(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    cfg = precheck_overrides("report", sys.argv[1:])
-    if cfg is None:  # Hydra's own modes (--help, --cfg)
-        hydra_entry(report_job, "report")()
-        return
-    # On the config just composed: the job writes where run_dir says and logs nothing, so
-    # Hydra's run (two compositions more, its job set-up) would only cost start-up time.
-    report_job(job_config(cfg))
+    run_in_place("report", report_job, sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ from hydra.core.override_parser.types import Quote, QuotedString
 from omegaconf import DictConfig
 from threadpoolctl import threadpool_limits
 
-from rdpgan.cli import guarded, hydra_entry, job_config, precheck_overrides, to_typed
+from rdpgan.cli import guarded, run_in_place, to_typed
 from rdpgan.config import SampleCliConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.errors import UserInputError
@@ -283,13 +283,7 @@ def sample_job(cfg: DictConfig) -> None:
 
 def main() -> None:
     sys.argv[1:] = quote_label(sys.argv[1:])
-    cfg = precheck_overrides("sample", sys.argv[1:])
-    if cfg is None:  # Hydra's own modes (--help, --cfg)
-        hydra_entry(sample_job, "sample")()
-        return
-    # Run on the config just composed: sampling writes where ``out`` says and logs nothing,
-    # so Hydra's run (a second composition, its job set-up) would only cost start-up time.
-    sample_job(job_config(cfg))
+    run_in_place("sample", sample_job, sys.argv[1:])
 
 
 if __name__ == "__main__":
