@@ -333,6 +333,31 @@ def test_a_call_runs_the_loops_its_generated_rows_choose(monkeypatch, call, matc
     assert len(ran) > before and {module for module, _ in ran} == {chosen}
 
 
+def test_the_choice_measures_both_pools_side_by_side_as_one_after_the_other(monkeypatch):
+    """On 2 workers, the choice's two samples run on a thread each (not the caller's), and
+    their distances from the releases are those each gives measured on its own."""
+    monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 1.0)
+    model = DPCGAN(epsilon=8.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+    model.fit(toy_table(), "y", SCHEMA)
+    pools = (sampler.RAKING_POOL, 1)
+    alone = {pool: model.sampler.release_distance(pool, 2) for pool in pools}
+    threads: dict[int, int] = {}
+    release_distance = sampler.Sampler.release_distance
+
+    def recorded(self, pool, workers=1):
+        threads[pool] = threading.get_ident()
+        if len(threads) < 2:  # long enough that the second pool starts on the other thread
+            time.sleep(0.05)
+        return release_distance(self, pool, workers)
+
+    monkeypatch.setattr(sampler.Sampler, "release_distance", recorded)
+    assert model.sampler.release_distances(pools, 2) == alone
+    assert len(set(threads.values())) == 2 and threading.get_ident() not in threads.values()
+    threads.clear()
+    assert model.sampler.release_distances(pools, 1) == alone  # one worker: in turn, here
+    assert set(threads.values()) == {threading.get_ident()}
+
+
 def test_threads_generating_a_sample_do_not_change_its_rows(monkeypatch):
     """Each generator pass draws from a stream of its own: two threads give the rows one
     gives, and a pass's stream is not its neighbour's (fails if the passes shared one)."""
