@@ -404,20 +404,21 @@ class Sampler:
         return chosen
 
     def release_distances(self, pools: Sequence[int], workers: int = 1) -> dict[int, float]:
-        """:meth:`release_distance` of each of ``pools``; from 2 ``workers``, side by side on
-        that many threads, each generating on one BLAS thread (the rows that ``workers`` threads
-        give one pool after the other, so the same distances): one pool's raking or herding,
-        on one core, runs beside the other's products (Adult's choice at ε=8 on 2 cores: 2.1 s
-        one after the other, 1.6 s side by side, ad hoc)."""
-        if workers <= 1 or len(pools) <= 1:
+        """:meth:`release_distance` of each of ``pools``; with as many ``workers`` as pools,
+        side by side, a thread each, generating on one BLAS thread (as a call on several
+        workers generates: the same rows, so the same distances): one pool's raking or
+        herding, on one core, runs beside the other's products (Adult's choice at ε=8 on 2
+        cores: 2.1 s in turn, 1.6 s side by side). Else in turn, each on ``workers``. An error
+        or Ctrl-C surfaces once the other pool's measurement ends (about a second on Adult)."""
+        if workers != len(pools) or workers <= 1:
             return {pool: self.release_distance(pool, workers) for pool in pools}
         self.class_tilts()  # fitted before the threads, as a call fits it
         with _BLAS_LIMIT, threadpool_limits(1, user_api="blas"):
-            executor = ThreadPoolExecutor(min(workers, len(pools)))
+            executor = ThreadPoolExecutor(workers)
             try:
                 futures = {pool: executor.submit(self.release_distance, pool) for pool in pools}
                 return {pool: future.result() for pool, future in futures.items()}
-            finally:  # after an error (or Ctrl-C), a pool not yet started is dropped
+            finally:
                 executor.shutdown(cancel_futures=True)
 
     def release_distance(self, pool: int, workers: int = 1) -> float:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from threadpoolctl import threadpool_info
 
 from rdpgan import (
     DPCGAN,
@@ -334,28 +335,47 @@ def test_a_call_runs_the_loops_its_generated_rows_choose(monkeypatch, call, matc
 
 
 def test_the_choice_measures_both_pools_side_by_side_as_one_after_the_other(monkeypatch):
-    """On 2 workers, the choice's two samples run on a thread each (not the caller's), and
+    """On 2 workers, the choice's two samples run at once, a thread each (not the caller's),
+    each on one BLAS thread under the sampling lock, the tilt fitted first by the caller; and
     their distances from the releases are those each gives measured on its own."""
     monkeypatch.setattr(sampler, "RAKING_NOISE_LIMIT", 1.0)
-    model = DPCGAN(epsilon=8.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **SMALL)
+    settings = {**SMALL, "model": replace(SMALL["model"], tilt_sampling=True)}
+    model = DPCGAN(epsilon=8.0, device="cpu", privacy=PrivacyConfig(noise_seed=1), **settings)
     model.fit(toy_table(), "y", SCHEMA)
     pools = (sampler.RAKING_POOL, 1)
     alone = {pool: model.sampler.release_distance(pool, 2) for pool in pools}
-    threads: dict[int, int] = {}
-    release_distance = sampler.Sampler.release_distance
+    one_worker = {pool: model.sampler.release_distance(pool, 1) for pool in pools}
+    model.tilts.clear()
+    fitted_on, seen = [], {}
+    class_tilts, release_distance = postprocess.class_tilts, sampler.Sampler.release_distance
+    together = threading.Barrier(2, timeout=60)  # broken (an error) unless both run at once
+
+    def fitting(*args):
+        fitted_on.append(threading.get_ident())
+        return class_tilts(*args)
 
     def recorded(self, pool, workers=1):
-        threads[pool] = threading.get_ident()
-        if len(threads) < 2:  # long enough that the second pool starts on the other thread
-            time.sleep(0.05)
+        blas = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+        seen[pool] = (threading.get_ident(), set(blas), sampler._BLAS_LIMIT.locked())
+        together.wait()
         return release_distance(self, pool, workers)
 
+    monkeypatch.setattr(postprocess, "class_tilts", fitting)
     monkeypatch.setattr(sampler.Sampler, "release_distance", recorded)
-    assert model.sampler.release_distances(pools, 2) == alone
-    assert len(set(threads.values())) == 2 and threading.get_ident() not in threads.values()
-    threads.clear()
-    assert model.sampler.release_distances(pools, 1) == alone  # one worker: in turn, here
-    assert set(threads.values()) == {threading.get_ident()}
+    result: dict = {}
+    caller = threading.Thread(  # (a daemon: a deadlock fails the test, not the whole run)
+        target=lambda: result.update(model.sampler.release_distances(pools, 2)), daemon=True
+    )
+    caller.start()
+    caller.join(timeout=120)
+    assert result == alone and fitted_on == [caller.ident]
+    assert {thread for thread, _, _ in seen.values()}.isdisjoint({caller.ident})
+    assert len({thread for thread, _, _ in seen.values()}) == 2
+    assert all(blas <= {1} and locked for _, blas, locked in seen.values())
+    together = threading.Barrier(1)  # one worker: in turn, in the caller's thread
+    seen.clear()
+    assert model.sampler.release_distances(pools, 1) == one_worker
+    assert {thread for thread, _, _ in seen.values()} == {threading.get_ident()}
 
 
 def test_threads_generating_a_sample_do_not_change_its_rows(monkeypatch):
