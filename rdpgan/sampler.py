@@ -12,11 +12,11 @@ from __future__ import annotations
 import itertools
 import numbers
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     import pandas as pd
 else:
     pd = DeferredModule("pandas")
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 # Rows per generator pass when sampling: each pass's arrays (rows × ~700 floats) then stay near
 # the cache. With numpy's passes (to 7ba724d), passes of 2k and 4k rows ran alike on 2 CPU
@@ -123,8 +126,8 @@ TILT_NOISE_LIMIT = 4.3e-3
 # its residual error on a column's expected distribution is of order 1/sqrt(rows) of a
 # code's spread over z, below the noise of the released marginals on Adult.
 TILT_ROWS = 8_192
-# Held while a call generates on several threads under a one-thread BLAS limit (a process-wide
-# setting: two such calls at once would restore each other's limits out of order).
+# Held while tasks run on several threads under a one-thread BLAS limit (on_threads: a
+# process-wide setting, two such limits at once would restore each other out of order).
 _BLAS_LIMIT = threading.Lock()
 # The tilt's latent draws come from SeedSequence([model seed, TILT_STREAM]): fixed by the
 # model, apart from every sampling call's own stream.
@@ -139,6 +142,19 @@ def spare_workers() -> int:
     """Threads one sampling call can generate with when nothing else runs (at the end of a
     training run): one per core, at most two (what the runs were timed on)."""
     return min(2, usable_cores())
+
+
+def on_threads(task: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
+    """``task`` of each of ``items`` on ``workers`` threads, every product on one BLAS thread
+    (so that the results do not depend on ``workers``). BLAS's thread count is the process's:
+    one such limit at a time (concurrent calls queue). A task's error is raised; after it (or
+    Ctrl-C), the items not yet started are dropped, and those running are waited for."""
+    with _BLAS_LIMIT, threadpool_limits(1, user_api="blas"):
+        executor = ThreadPoolExecutor(workers)
+        try:
+            return list(executor.map(task, items))
+        finally:
+            executor.shutdown(cancel_futures=True)
 
 
 def herded_pairs(transformer: TableTransformer) -> list[tuple[int, int]]:
@@ -397,29 +413,11 @@ class Sampler:
         with self.tilts.lock:
             chosen = self.tilts.pool
         if chosen is None:
-            distances = self.release_distances((pool, 1), workers)
+            distances = release_distances(self, (pool, 1), workers)
             chosen = min((pool, 1), key=lambda p: (distances[p], -p))
             with self.tilts.lock:
                 self.tilts.pool = chosen
         return chosen
-
-    def release_distances(self, pools: Sequence[int], workers: int = 1) -> dict[int, float]:
-        """:meth:`release_distance` of each of ``pools``; with as many ``workers`` as pools,
-        side by side, a thread each, generating on one BLAS thread (as a call on several
-        workers generates: the same rows, so the same distances): one pool's raking or
-        herding, on one core, runs beside the other's products (Adult's choice at ε=8 on 2
-        cores: 2.1 s in turn, 1.6 s side by side). Else in turn, each on ``workers``. An error
-        or Ctrl-C surfaces once the other pool's measurement ends (about a second on Adult)."""
-        if workers != len(pools) or workers <= 1:
-            return {pool: self.release_distance(pool, workers) for pool in pools}
-        self.class_tilts()  # fitted before the threads, as a call fits it
-        with _BLAS_LIMIT, threadpool_limits(1, user_api="blas"):
-            executor = ThreadPoolExecutor(workers)
-            try:
-                futures = {pool: executor.submit(self.release_distance, pool) for pool in pools}
-                return {pool: future.result() for pool, future in futures.items()}
-            finally:
-                executor.shutdown(cancel_futures=True)
 
     def release_distance(self, pool: int, workers: int = 1) -> float:
         """The root mean square gap, in noise stds, of :data:`CHOICE_ROWS` rows sampled with
@@ -522,13 +520,7 @@ class Sampler:
             for index in range(len(passes)):
                 generate_pass(index)
             return codes
-        # BLAS's thread count is the process's: one limit at a time (concurrent calls queue).
-        with _BLAS_LIMIT, threadpool_limits(1, user_api="blas"):
-            pool = ThreadPoolExecutor(workers)
-            try:
-                list(pool.map(generate_pass, range(len(passes))))  # re-raises a pass's error
-            finally:  # after an error (or Ctrl-C), the passes not yet started are dropped
-                pool.shutdown(cancel_futures=True)
+        on_threads(generate_pass, range(len(passes)), workers)
         return codes
 
     def class_tilts(self) -> list[list[np.ndarray]] | None:
@@ -551,3 +543,17 @@ class Sampler:
                     self.generator, self.marginals, list(variance), TILT_ROWS, rng
                 )
             return self.tilts.fitted
+
+
+def release_distances(sampler: Sampler, pools: Sequence[int], workers: int = 1) -> dict[int, float]:
+    """:meth:`Sampler.release_distance` of each of ``pools``; with as many ``workers`` as
+    pools, side by side, a thread each, generating on one BLAS thread (as a call on several
+    workers generates: the same rows, so the same distances): one pool's raking or herding,
+    on one core, runs beside the other's products (Adult's choice at ε=8 on 2 cores: 2.1 s in
+    turn, 1.6 s side by side). Else in turn, each on ``workers``. An error or Ctrl-C surfaces
+    once the other pool's measurement ends (about a second on Adult)."""
+    if workers != len(pools) or workers <= 1:
+        return {pool: sampler.release_distance(pool, workers) for pool in pools}
+    sampler.class_tilts()  # fitted before the threads, as a call fits it
+    distances = on_threads(sampler.release_distance, pools, workers)
+    return dict(zip(pools, distances, strict=True))

@@ -364,7 +364,8 @@ def test_the_choice_measures_both_pools_side_by_side_as_one_after_the_other(monk
     monkeypatch.setattr(sampler.Sampler, "release_distance", recorded)
     result: dict = {}
     caller = threading.Thread(  # (a daemon: a deadlock fails the test, not the whole run)
-        target=lambda: result.update(model.sampler.release_distances(pools, 2)), daemon=True
+        target=lambda: result.update(sampler.release_distances(model.sampler, pools, 2)),
+        daemon=True,
     )
     caller.start()
     caller.join(timeout=120)
@@ -374,7 +375,7 @@ def test_the_choice_measures_both_pools_side_by_side_as_one_after_the_other(monk
     assert all(blas <= {1} and locked for _, blas, locked in seen.values())
     together = threading.Barrier(1)  # one worker: in turn, in the caller's thread
     seen.clear()
-    assert model.sampler.release_distances(pools, 1) == one_worker
+    assert sampler.release_distances(model.sampler, pools, 1) == one_worker
     assert {thread for thread, _, _ in seen.values()} == {threading.get_ident()}
 
 
