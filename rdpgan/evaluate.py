@@ -20,12 +20,7 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig
 
-from rdpgan.cli import (
-    guarded,
-    read_run_config,
-    run_in_place,
-    to_typed,
-)
+from rdpgan.cli import guarded, read_run_config, run_in_place, to_typed
 from rdpgan.config import EvaluateConfig, register_configs
 from rdpgan.data.schema import Categorical, Schema
 from rdpgan.data.target import matching_class

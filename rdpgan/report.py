@@ -27,12 +27,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from rdpgan.audit import FPR_TARGETS, AuditResult, audit
-from rdpgan.cli import (
-    guarded,
-    read_run_config,
-    run_in_place,
-    to_typed,
-)
+from rdpgan.cli import guarded, read_run_config, run_in_place, to_typed
 from rdpgan.config import ReportConfig, register_configs
 from rdpgan.io import atomic_write, read_json
 from rdpgan.privacy.budget import LEDGER_FILE
