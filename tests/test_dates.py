@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rdpgan.data import dates
 from rdpgan.data.dates import FORMATS, dates_as_days, format_days, format_index, parse_dates
 
 
@@ -24,6 +25,27 @@ def test_each_cell_is_read_in_the_first_format_it_parses_with():
     ]
     days = dates_as_days(cells)
     assert days[0] == 18263 and days[1] == 18263 + 10.5 / 24 and np.isnan(days[5:]).all()
+
+
+def test_each_distinct_text_is_parsed_once_and_read_as_its_cells_alone_are(monkeypatch):
+    """A column repeats its dates (and a schema reads a column several times): each format is
+    tried on the distinct stripped texts, not on every cell, with the same answer per cell."""
+    rng = np.random.default_rng(0)
+    texts = ["2020-01-02", " 2020-01-02 ", "03/04/2020", "13/04/2020", "1.2.2021", "no", None]
+    picks = rng.integers(0, len(texts), 2000)
+    cells = pd.Series([texts[i] for i in picks], dtype=object)
+    alone = [format_index(pd.Series([text], dtype=object))[0] for text in texts]
+    sizes: list[int] = []
+    parse = dates.parse_dates
+
+    def counted(part: pd.Series, date_format: str) -> np.ndarray:
+        sizes.append(len(part))
+        return parse(part, date_format)
+
+    monkeypatch.setattr(dates, "parse_dates", counted)
+    index = format_index(cells)
+    assert index.tolist() == [alone[i] for i in picks]
+    assert sizes and max(sizes) <= 4  # the four distinct date-shaped texts, once stripped
 
 
 def test_days_are_written_back_in_the_format_they_were_read_in():

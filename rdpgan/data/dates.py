@@ -48,16 +48,21 @@ def parse_dates(cells: pd.Series, date_format: str) -> np.ndarray:
 
 
 def format_index(cells: pd.Series) -> np.ndarray:
-    """Per cell, the index in :data:`FORMATS` of the first format it parses with (-1: none)."""
-    index = np.full(len(cells), -1)
-    shaped = cells.astype("string").str.strip().str.match(DATE_SHAPE).fillna(False).to_numpy(bool)
+    """Per cell, the index in :data:`FORMATS` of the first format it parses with (-1: none).
+
+    Each distinct (stripped) text is parsed once: a column repeats its dates, and a schema
+    reads a column several times."""
+    codes, texts = pd.factorize(cells.astype("string").str.strip())
+    index = np.full(len(texts) + 1, -1)  # the last entry: missing cells (code -1)
+    distinct = pd.Series(texts, dtype="string")
+    shaped = distinct.str.match(DATE_SHAPE).fillna(False).to_numpy(bool)
     for k, date_format in enumerate(FORMATS):
-        free = (index < 0) & shaped
+        free = (index[:-1] < 0) & shaped
         if not free.any():
             break
-        parsed = ~np.isnan(parse_dates(cells[free], date_format))
+        parsed = ~np.isnan(parse_dates(distinct[free], date_format))
         index[np.flatnonzero(free)[parsed]] = k
-    return index
+    return index[codes]
 
 
 def dates_as_days(cells: pd.Series) -> np.ndarray:
