@@ -40,6 +40,19 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(1)
 
 
+# The tests that use the session's trained run (:func:`trained_run`, as a fixture or asked for
+# by name) form one xdist group: `--dist loadgroup` (pyproject's addopts) sends them to one
+# worker, which trains it once instead of each worker training its own.
+TRAINED_RUN_GROUP = pytest.mark.xdist_group("trained_run")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "trained_run" in getattr(item, "fixturenames", ()):
+            item.add_marker(TRAINED_RUN_GROUP)
+
+
 @pytest.fixture(autouse=True)
 def _fixed_global_rngs() -> None:
     """Each test starts from the same global RNG state, whichever tests its xdist worker ran

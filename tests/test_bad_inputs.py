@@ -14,7 +14,7 @@ from rdpgan.config import SchemaConfig
 from rdpgan.data.loading import load_tables
 from rdpgan.data.schema import Categorical, Continuous
 from rdpgan.privacy.private_schema import SchemaBudget
-from tests.conftest import FAST, run_cli
+from tests.conftest import FAST, TRAINED_RUN_GROUP, run_cli
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
 CASES: list[dict[str, Any]] = yaml.safe_load((CORPUS / "cases.yaml").read_text())["cases"]
@@ -26,6 +26,8 @@ def listing(root: Path) -> set[Path]:
 
 def as_param(case: dict[str, Any]) -> Any:
     marks = [pytest.mark.xfail(reason=case["xfail"], strict=True)] if "xfail" in case else []
+    if any("{run}" in arg for arg in case["args"]):  # asks for the trained run by name
+        marks.append(TRAINED_RUN_GROUP)
     return pytest.param(case, id=case["id"], marks=marks)
 
 
