@@ -36,23 +36,41 @@ VALIDATION_KEY = "validation"
 _SCALE = float(2**64)
 
 
-def _cells(column: pd.Series) -> list[str | None]:
-    """A column's cells as the hash reads them: missing (None, NaN, NA, NaT) as None, else
-    the Python value's text (taken column by column: a per-cell check cost most of a split)."""
+def _cells(column: pd.Series) -> list[str]:
+    """A column's cells as the JSON list of a row writes them: missing (None, NaN, NA, NaT) as
+    null, else the JSON string of the Python value's text. Each distinct text is encoded once
+    (a column repeats its values), and a column of text is read whole (its cells one by one
+    cost most of a split)."""
+    if isinstance(column.dtype, pd.StringDtype):
+        codes, texts = pd.factorize(column)  # missing: code -1, the table's last entry
+        table = [json.dumps(text, ensure_ascii=False) for text in texts] + ["null"]
+        return np.array(table, dtype=object)[codes].tolist()
     missing = column.isna().tolist()
     values = list(column)  # the scalars itertuples gave (tolist may widen, e.g. float32)
-    return [None if gone else str(value) for value, gone in zip(values, missing, strict=True)]
+    encoded: dict[str, str] = {}
+    cells = []
+    for value, gone in zip(values, missing, strict=True):
+        if gone:
+            cells.append("null")
+            continue
+        text = str(value)
+        cell = encoded.get(text)
+        if cell is None:
+            cell = encoded[text] = json.dumps(text, ensure_ascii=False)
+        cells.append(cell)
+    return cells
 
 
 def row_draws(frame: pd.DataFrame, key: int | str) -> np.ndarray:
-    """A number in [0, 1) per row, from that row's cells alone (a keyed BLAKE2b hash of the
-    JSON list of its cells)."""
+    """A number in [0, 1) per row, from that row's cells alone: a keyed BLAKE2b hash of the
+    JSON list of its cells (``json.dumps``'s text, its cells' encodings joined as it joins
+    them)."""
     hash_key = hashlib.blake2b(f"{_DOMAIN}:{key}".encode(), digest_size=32).digest()
     draws = np.empty(len(frame), dtype=float)
     columns = [_cells(frame.iloc[:, j]) for j in range(frame.shape[1])]
     rows = zip(*columns, strict=True) if columns else ((),) * len(frame)
     for i, row in enumerate(rows):
-        text = json.dumps(list(row), ensure_ascii=False)
+        text = "[" + ", ".join(row) + "]"
         digest = hashlib.blake2b(text.encode("utf-8"), key=hash_key, digest_size=8).digest()
         draws[i] = int.from_bytes(digest, "big") / _SCALE
     return draws

@@ -290,7 +290,9 @@ def test_row_draws_hash_each_rows_cells_as_the_row_by_row_definition_does():
         {
             "int": [1, 2, 3, 4],
             "float": [1.0, np.nan, 2.5, -0.0],
-            "text": ["a", None, 'é"x', "nan"],
+            "text": ["a", None, 'é"x', "nan"],  # pandas' default text dtype: read whole
+            "arrow_text": pd.array(["a", None, "\\", "a"], dtype="string[pyarrow]"),
+            "python_text": pd.array(["", "b", None, "b"], dtype="string[python]"),
             "nullable": pd.array([1, None, 3, 4], dtype="Int64"),
             "when": pd.to_datetime(
                 ["2020-01-01", None, "1999-12-31 10:00", "2020-01-01"], format="mixed"
