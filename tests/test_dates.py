@@ -48,6 +48,39 @@ def test_each_distinct_text_is_parsed_once_and_read_as_its_cells_alone_are(monke
     assert sizes and max(sizes) <= 4  # the four distinct date-shaped texts, once stripped
 
 
+def test_each_distinct_cell_is_parsed_once_with_each_cells_own_days(monkeypatch):
+    """parse_dates hands pandas each distinct cell once (refusing a non-date is slow), and
+    each cell gets the days it gets alone: padded, missing, numbers and non-dates included."""
+    cells = [
+        " 2020-01-02",
+        "2020-01-02 ",
+        "2020-01-02",
+        None,
+        np.nan,
+        "",
+        "x",
+        5,
+        2.5,
+        "2020-02-30",
+    ]
+    picks = np.random.default_rng(0).integers(0, len(cells), 3000)
+    column = pd.Series([cells[i] for i in picks], dtype=object)
+    for date_format in FORMATS:
+        alone = [parse_dates(pd.Series([cell], dtype=object), date_format)[0] for cell in cells]
+        lengths: list[int] = []
+        to_datetime = pd.to_datetime
+
+        def counted(text, *args, _seen=lengths, _parse=to_datetime, **kwargs):
+            _seen.append(len(text))
+            return _parse(text, *args, **kwargs)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(pd, "to_datetime", counted)
+            days = parse_dates(column, date_format)
+        np.testing.assert_array_equal(days, [alone[i] for i in picks])
+        assert lengths == [len(cells) - 2]  # one missing value of each kind left out
+
+
 def test_days_are_written_back_in_the_format_they_were_read_in():
     for date_format in FORMATS:
         days = np.array([18263.0, 18999.75 if "%H" in date_format else 18999.0, np.nan])

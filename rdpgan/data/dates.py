@@ -40,11 +40,15 @@ def has_time(date_format: str) -> bool:
 
 
 def parse_dates(cells: pd.Series, date_format: str) -> np.ndarray:
-    """Days since 1970-01-01 of each cell written in ``date_format`` (NaN for any other)."""
-    text = cells.astype("string").str.strip()
+    """Days since 1970-01-01 of each cell written in ``date_format`` (NaN for any other).
+
+    Each distinct cell is parsed once: a column repeats its dates, and refusing a cell that is
+    no date in this format is slow (a million cells: 1.5-2 s, against 0.02-0.1 s)."""
+    codes, distinct = pd.factorize(cells)  # missing cells: code -1, the last entry below
+    text = pd.Series(distinct, dtype=object).astype("string").str.strip()
     stamps = pd.to_datetime(text, format=date_format, errors="coerce")
     days = (stamps - pd.Timestamp(EPOCH)) / pd.Timedelta(days=1)
-    return days.to_numpy(dtype=float, na_value=np.nan)
+    return np.append(days.to_numpy(dtype=float, na_value=np.nan), np.nan)[codes]
 
 
 def format_index(cells: pd.Series) -> np.ndarray:
