@@ -109,6 +109,32 @@ def test_undeclared_level_and_undeclared_missing_are_rejected():
         SCHEMA.conform(table().assign(age=[17, None, 30, 40]))
 
 
+def test_a_column_is_coded_as_its_cells_are_each_alone_and_refused_at_its_first_defect():
+    """Each distinct value is looked up once: every row still gets the code its cell gets on
+    its own (text, pandas' text dtypes, numbers as levels, mixed objects), and a refused
+    column names the defect of its first defective row, as reading row by row does."""
+    cells = ["a", "b", "z", None, np.nan, "1", "1.0", 1, 1.0, True, ""]
+    picks = np.random.default_rng(0).integers(0, len(cells), 500)
+    columns = [
+        Categorical("c", ("a", "b", "1", "True"), missing=True, unlisted_as_missing=True),
+        Categorical("c", ("a", "b"), missing=True, other="b"),
+        Categorical("n", (1, 2.5), missing=True, unlisted_as_missing=True),
+    ]
+    for column in columns:
+        alone = [int(column.encode(pd.Series([cell], dtype=object))[0]) for cell in cells]
+        for dtype in (object, "str", "string[pyarrow]"):
+            kept = [i for i in picks if dtype is object or isinstance(cells[i], str)]
+            series = pd.Series([cells[i] for i in kept], dtype=dtype)
+            expected = [alone[i] for i in kept]
+            assert column.encode(series).tolist() == expected, (column, dtype)
+    strict = Categorical("c", ("a", "b"))  # neither missing nor unlisted values
+    for first, message in ((None, "missing values"), ("z", "not a declared level")):
+        for dtype in (object, "str"):
+            series = pd.Series(["a"] * 50 + [first] + ["b", "z", None] * 20, dtype=dtype)
+            with pytest.raises(UserInputError, match=message):
+                strict.encode(series)
+
+
 def test_non_numeric_value_in_continuous_column_is_rejected():
     frame = table().astype({"score": object})
     frame.loc[2, "score"] = "lots"

@@ -34,6 +34,16 @@ TRANSFORMS = ("none", "log1p", "slog1p")
 NO_VALUES = " (the value is not shown: it comes from the private rows)"
 
 
+def _all_text(series: pd.Series) -> bool:
+    """Whether every present cell is a str (pandas' text dtype, or objects that are all text)."""
+    if isinstance(series.dtype, pd.StringDtype):
+        return True
+    return series.dtype == object and pd.api.types.infer_dtype(series, skipna=True) in (
+        "string",
+        "empty",
+    )
+
+
 def _forward(transform: str, values: np.ndarray) -> np.ndarray:
     if transform == "log1p":
         return np.log1p(np.maximum(values, 0.0))
@@ -193,39 +203,55 @@ class Categorical:
         return len(self.levels) + int(self.missing)
 
     def encode(self, series: pd.Series) -> np.ndarray:
-        """Level index per row (the last code is 'missing' when declared)."""
+        """Level index per row (the last code is 'missing' when declared). Numbers, and text,
+        are looked up once per distinct value (a column repeats its levels); a column the
+        schema refuses is read row by row, which refuses at its first defective row."""
         if self.numeric:
             values = pd.to_numeric(series, errors="coerce")
             if (values.isna() & series.notna()).any() and not self.unlisted_as_missing:
                 raise UserInputError(
                     f"column {self.name!r} holds a value that is not a declared level{NO_VALUES}"
                 )
-            lookup = {float(level): i for i, level in enumerate(self.levels)}
-            keys: Iterable[Any] = values.astype(float)
+            lookup: dict[Any, int] = {float(level): i for i, level in enumerate(self.levels)}
+            keys: Any = values.astype(float)
+            read: Any = float
         else:
             lookup = {str(level): i for i, level in enumerate(self.levels)}
             keys = series.astype(object).where(series.notna(), None)
-            keys = [None if k is None else str(k) for k in keys]
-        codes = np.empty(len(series), dtype=np.int64)
-        for row, key in enumerate(keys):
-            if key is None or (isinstance(key, float) and math.isnan(key)):
-                if not self.missing:
-                    raise UserInputError(
-                        f"column {self.name!r} has missing values but the schema does not "
-                        "declare missing: true"
-                    )
-                codes[row] = len(self.levels)
-            elif key in lookup:
-                codes[row] = lookup[key]
-            elif self.other is not None:
-                codes[row] = lookup[str(self.other)]
-            elif self.unlisted_as_missing:
-                codes[row] = len(self.levels)
-            else:
+            read = str
+            if not _all_text(series):  # (1 and 1.0, or True and 1, would share a distinct value)
+                return self._codes([None if k is None else str(k) for k in keys], lookup)
+        rows, distinct = pd.factorize(keys)  # missing: -1, the table's last entry
+        try:
+            table = [self._code(read(value), lookup) for value in distinct]
+            table.append(self._code(None, lookup) if (rows < 0).any() else len(self.levels))
+        except UserInputError:
+            return self._codes([None if k is None else read(k) for k in keys], lookup)
+        return np.array(table, dtype=np.int64)[rows]
+
+    def _codes(self, keys: Iterable[Any], lookup: dict[Any, int]) -> np.ndarray:
+        """Each row's :meth:`_code`, in row order."""
+        return np.array([self._code(key, lookup) for key in keys], dtype=np.int64)
+
+    def _code(self, key: Any, lookup: dict[Any, int]) -> int:
+        """One cell's code (``key``: its number or text; None or NaN: missing) by ``lookup``;
+        a cell the schema refuses is one clear error."""
+        if key is None or (isinstance(key, float) and math.isnan(key)):
+            if not self.missing:
                 raise UserInputError(
-                    f"column {self.name!r} holds a value that is not a declared level{NO_VALUES}"
+                    f"column {self.name!r} has missing values but the schema does not "
+                    "declare missing: true"
                 )
-        return codes
+            return len(self.levels)
+        if key in lookup:
+            return lookup[key]
+        if self.other is not None:
+            return lookup[str(self.other)]
+        if self.unlisted_as_missing:
+            return len(self.levels)
+        raise UserInputError(
+            f"column {self.name!r} holds a value that is not a declared level{NO_VALUES}"
+        )
 
     def decode(self, codes: np.ndarray) -> pd.Series:
         """Levels by code (any code past the levels is 'missing'), by one table lookup: this
