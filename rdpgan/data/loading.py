@@ -26,7 +26,7 @@ import pandas as pd
 
 from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
 from rdpgan.data.datasets import read_cells
-from rdpgan.data.schema import Categorical, Schema
+from rdpgan.data.schema import Categorical, Schema, parsed_numbers
 from rdpgan.data.schema_file import declared_release, dropped_by_file
 from rdpgan.data.split import split
 from rdpgan.data.target import (
@@ -290,7 +290,7 @@ def column_kinds(frame: pd.DataFrame, config: SchemaConfig, target: str) -> dict
     kinds = {}
     for name in frame.columns:
         series = frame[name]
-        text = series.notna() & pd.to_numeric(series, errors="coerce").isna()
+        text = series.notna().to_numpy() & np.isnan(parsed_numbers(series))
         numeric = bool(series.notna().any()) and not text.any()
         kinds[name] = config.types.get(name, "continuous" if numeric else "categorical")
     kinds[target] = "categorical"
@@ -309,7 +309,7 @@ def inferred_schema(
         if name == target:
             specs.append(ColumnSpec(name, "categorical", levels=list(target_levels)))
         elif kinds[name] == "continuous":
-            values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+            values = parsed_numbers(series)
             finite = values[np.isfinite(values)]  # +-inf are clipped to the bounds, as any value
             if finite.size == 0 or not finite.min() < finite.max():
                 dropped[name] = "constant (or empty)"

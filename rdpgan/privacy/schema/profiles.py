@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from rdpgan.data.dates import FORMATS, dates_as_days, format_index
-from rdpgan.data.schema import Categorical
+from rdpgan.data.schema import Categorical, parsed_numbers
 
 # A column's value profile: each row lands in exactly one of these cells (then one per date
 # format of :data:`rdpgan.data.dates.FORMATS`: a date is not text).
@@ -32,7 +32,7 @@ POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a cod
 def value_profile(series: pd.Series) -> np.ndarray:
     """Rows per :data:`PROFILE_CELLS` cell, then per date format. Each row counts in exactly
     one cell."""
-    numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+    numbers = parsed_numbers(series)
     missing = series.isna().to_numpy()
     number = ~np.isnan(numbers)
     formats = np.full(len(series), -1)
@@ -49,7 +49,7 @@ def value_profile(series: pd.Series) -> np.ndarray:
 
 def cell_numbers(series: pd.Series) -> np.ndarray:
     """Each cell as a number: itself, or the days since 1970 of a date; NaN for the rest."""
-    numbers = np.array(pd.to_numeric(series, errors="coerce"), dtype=float)
+    numbers = parsed_numbers(series)
     other = np.isnan(numbers) & series.notna().to_numpy()
     if other.any():
         numbers[other] = dates_as_days(series[other])
