@@ -16,6 +16,7 @@ row, not about the table, and the guarantee does not rest on it being secret.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import TYPE_CHECKING
@@ -66,14 +67,14 @@ def row_draws(frame: pd.DataFrame, key: int | str) -> np.ndarray:
     JSON list of its cells (``json.dumps``'s text, its cells' encodings joined as it joins
     them)."""
     hash_key = hashlib.blake2b(f"{_DOMAIN}:{key}".encode(), digest_size=32).digest()
-    draws = np.empty(len(frame), dtype=float)
     columns = [_cells(frame.iloc[:, j]) for j in range(frame.shape[1])]
     rows = zip(*columns, strict=True) if columns else ((),) * len(frame)
-    for i, row in enumerate(rows):
-        text = "[" + ", ".join(row) + "]"
-        digest = hashlib.blake2b(text.encode("utf-8"), key=hash_key, digest_size=8).digest()
-        draws[i] = int.from_bytes(digest, "big") / _SCALE
-    return draws
+    digest = functools.partial(hashlib.blake2b, key=hash_key, digest_size=8)
+    digests = b"".join(
+        digest(("[" + ", ".join(row) + "]").encode("utf-8")).digest() for row in rows
+    )
+    # Each digest a big-endian 64-bit integer, over 2^64 (float64 of it, correctly rounded).
+    return np.frombuffer(digests, dtype=">u8").astype(float) / _SCALE
 
 
 def check_test_size(test_size: float) -> None:
