@@ -108,15 +108,17 @@ def machine_line() -> str:
     return f"{platform.machine()} {os.cpu_count()} cores, {cpu_model()} [{cpu_features()}]"
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO).stdout.strip()
+def _git(*args: str, repo: Path = REPO) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=repo).stdout.strip()
 
 
-def code_commit() -> str:
-    """The short commit of HEAD, with ``-dirty`` if the code differs from it. Call it when the
-    process starts: what runs is what was imported (or launched) then."""
-    dirty = _git("status", "--porcelain", *CODE)
-    return (_git("rev-parse", "--short", "HEAD") or "unknown") + ("-dirty" if dirty else "")
+def code_commit(repo: Path = REPO) -> str:
+    """The short commit of ``repo``'s HEAD (a checkout or worktree; default: this one), with
+    ``-dirty`` if the code differs from it. Call it when the process starts: what runs is what
+    was imported (or launched) then."""
+    dirty = _git("status", "--porcelain", *CODE, repo=repo)
+    head = _git("rev-parse", "--short", "HEAD", repo=repo)
+    return (head or "unknown") + ("-dirty" if dirty else "")
 
 
 if __name__ == "__main__":
