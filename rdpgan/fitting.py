@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -298,8 +299,12 @@ def _check_row_count(model: FittedModel) -> None:
     try:
         validate_budget(model.epsilon, model.delta, n_rows=model.released_rows)
     except UserInputError as exc:
+        # A power of ten ten times below 1/n of the released count (post-processing): a big
+        # table's users are told what to pass instead, not left to guess n.
+        suits = 10.0 ** math.floor(math.log10(0.1 / max(model.released_rows, 1.0)))
         raise UserInputError(
-            f"{exc}; judged from the released label counts, which are spent (privacy.json)"
+            f"{exc}; judged from the released label counts, which are spent (privacy.json); "
+            f"delta={suits:.0e} or less suits them"
         ) from exc
 
 
