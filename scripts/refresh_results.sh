@@ -8,7 +8,7 @@
 #   bash scripts/refresh_results.sh [quick|speed|tuning|grid ...]   # default: quick speed
 #
 # quick   the ledger, privacy and schema files (minutes)
-# speed   results/speed.md, crash_resume.md, scale.md (tens of minutes; AVX-512 machines write
+# speed   results/speed.md, crash_resume.md, scale.md, reading.md (tens of minutes; AVX-512 machines write
 #         their own part, and an AVX2-only box its own: speed.md says which)
 # tuning  the tuning and zero-config files of the development suite and Adult's validation
 #         splits (hours)
@@ -43,6 +43,7 @@ for part in "${PARTS[@]}"; do
       python scripts/bench/bench_sampling.py --rows 200000
       python scripts/bench/crash_resume.py --epsilon 8
       python scripts/bench/bench_scale.py --sizes 10000 100000 1000000 --seed 0 --eval-rows 30000
+      python scripts/bench/bench_reading.py --sizes 100000 1000000 --runs 3
       python scripts/bench/bench_suite.py
       ;;
     tuning)
