@@ -8,8 +8,8 @@
 #   bash scripts/refresh_results.sh [quick|speed|tuning|grid ...]   # default: quick speed
 #
 # quick   the ledger, privacy and schema files (minutes)
-# speed   results/speed.md, crash_resume.md, scale.md, reading.md (tens of minutes; AVX-512 machines write
-#         their own part, and an AVX2-only box its own: speed.md says which)
+# speed   results/speed.md, crash_resume.md, scale.md, reading.md (tens of minutes; AVX-512
+#         machines write their own part, and an AVX2-only box its own: speed.md says which)
 # tuning  the tuning and zero-config files of the development suite and Adult's validation
 #         splits (hours)
 # grid    the paper's grid and the fidelity comparison with AIM/MST (a day on 2 cores)
