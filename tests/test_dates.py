@@ -78,7 +78,31 @@ def test_each_distinct_cell_is_parsed_once_with_each_cells_own_days(monkeypatch)
             patch.setattr(pd, "to_datetime", counted)
             days = parse_dates(column, date_format)
         np.testing.assert_array_equal(days, [alone[i] for i in picks])
-        assert lengths == [len(cells) - 2]  # one missing value of each kind left out
+        assert lengths == [6]  # the distinct texts once stripped, the missing cells left out
+        padded = [18263.0] * 3 if date_format == "%Y-%m-%d" else [np.nan] * 3
+        np.testing.assert_array_equal(alone[:5], [*padded, np.nan, np.nan])  # (missing: NaN)
+
+
+def test_timestamps_are_read_as_their_column_writes_them():
+    """A column of timestamps (a DataFrame handed to fit) reads as pandas writes it as text:
+    whole days as dates, and a time of day in the format that has one; a Timestamp and a
+    datetime64 of the same instant, as objects, each as its own text."""
+    days = pd.Series(pd.to_datetime(["2020-01-01", "2020-01-02", None]))
+    np.testing.assert_array_equal(parse_dates(days, "%Y-%m-%d"), [18262.0, 18263.0, np.nan])
+    assert np.isnan(parse_dates(days, "%Y-%m-%d %H:%M:%S")).all()
+    timed = pd.Series([pd.Timestamp("2020-01-01 12:00"), pd.Timestamp("2020-01-02")])
+    np.testing.assert_array_equal(parse_dates(timed, "%Y-%m-%d %H:%M:%S"), [18262.5, 18263.0])
+    mixed = pd.Series(
+        [
+            pd.Timestamp("2020-01-01"),
+            np.datetime64("2020-01-01T00:00:00"),
+            np.datetime64("2020-01-01"),
+        ],
+        dtype=object,
+    )  # equal instants, three texts: "2020-01-01 00:00:00", "2020-01-01T00:00:00", "2020-01-01"
+    for date_format, at in (("%Y-%m-%d %H:%M:%S", 0), ("%Y-%m-%dT%H:%M:%S", 1), ("%Y-%m-%d", 2)):
+        expected = [18262.0 if k == at else np.nan for k in range(3)]
+        np.testing.assert_array_equal(parse_dates(mixed, date_format), expected)
 
 
 def test_days_are_written_back_in_the_format_they_were_read_in():

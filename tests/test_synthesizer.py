@@ -159,17 +159,20 @@ def test_unknown_column_and_bad_target_are_refused():
         DPCGAN(delta=0.01, device="cpu", **SMALL).fit(toy_table(), "y", released)
 
 
-@pytest.mark.parametrize(("scale", "delta", "refused"), [(2.0, 6e-4, True), (0.5, 1e-3, False)])
+@pytest.mark.parametrize(
+    ("scale", "delta", "suits"), [(2.0, 6e-4, "1e-05"), (20.0, 1e-4, "1e-06"), (0.5, 1e-3, None)]
+)
 def test_delta_is_judged_from_the_released_row_count_not_the_exact_one(
-    monkeypatch, scale, delta, refused
+    monkeypatch, scale, delta, suits
 ):
     """1,200 rows; the released label counts scaled so that they and the exact count fall on
-    opposite sides of 1/δ: the released count decides (so one row never does)."""
+    opposite sides of 1/δ: the released count decides (so one row never does), and the δ the
+    refusal names suits the released count (~24,000: 1e-06), not the exact one (1e-05)."""
     release = measure.label_counts
     monkeypatch.setattr(measure, "label_counts", lambda *args: scale * release(*args))
     model = DPCGAN(delta=delta, device="cpu", **SMALL)
-    if refused:  # 1,200 < 1/δ ≈ 1,667 < ~2,400 released
-        with pytest.raises(UserInputError, match="1/n"):
+    if suits:  # 1,200 < 1/δ (≈ 1,667; 10,000) < ~2,400 (~24,000) released
+        with pytest.raises(UserInputError, match=f"1/n.*delta={suits} or less"):
             model.fit(toy_table(), "y", SCHEMA)
         assert [r.name for r in model.ledger.releases] == ["label_counts"]
     else:  # ~600 released < 1/δ = 1,000 < 1,200

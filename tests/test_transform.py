@@ -9,6 +9,7 @@ import pytest
 
 from rdpgan.data.schema import Categorical, Continuous, Schema, parsed_numbers
 from rdpgan.errors import UserInputError
+from rdpgan.privacy.schema.profiles import cell_numbers
 from rdpgan.transform import TableTransformer
 
 SCHEMA = Schema(
@@ -155,6 +156,15 @@ def test_text_is_read_as_numbers_once_per_distinct_cell_as_each_cell_alone(monke
             numbers = parsed_numbers(pd.Series([cells[i] for i in picks], dtype=dtype))
         np.testing.assert_array_equal(numbers, np.array([alone[i] for i in picks], dtype=float))
         assert lengths == [len(cells) - 1], dtype  # the missing cell is no text to parse
+    # Other columns as pandas reads them, into an array of their own (callers fill in dates).
+    for other in (pd.Series(["2020-01-02", "1"], dtype="category"), pd.Series(["a", 1, 2.5])):
+        numbers = parsed_numbers(other)
+        expected = to_numeric(other, errors="coerce").to_numpy(float, na_value=np.nan)
+        np.testing.assert_array_equal(numbers, expected)
+        assert numbers.flags.writeable
+    np.testing.assert_array_equal(
+        cell_numbers(pd.Series(["2020-01-02", "1"], dtype="category")), [18263.0, 1.0]
+    )
 
 
 def test_non_numeric_value_in_continuous_column_is_rejected():

@@ -42,11 +42,12 @@ def has_time(date_format: str) -> bool:
 def parse_dates(cells: pd.Series, date_format: str) -> np.ndarray:
     """Days since 1970-01-01 of each cell written in ``date_format`` (NaN for any other).
 
-    Each distinct cell is parsed once: a column repeats its dates, and refusing a cell that is
+    Each distinct text is parsed once: a column repeats its dates, and refusing a cell that is
     no date in this format is slow (a million cells: 1.5-2 s, against 0.02-0.1 s)."""
-    codes, distinct = pd.factorize(cells)  # missing cells: code -1, the last entry below
-    text = pd.Series(distinct, dtype=object).astype("string").str.strip()
-    stamps = pd.to_datetime(text, format=date_format, errors="coerce")
+    # (Each cell's text first: a column of timestamps is written as one, and objects equal
+    # as values, a Timestamp and a datetime64, may be written apart.)
+    codes, texts = pd.factorize(cells.astype("string").str.strip())  # missing: -1, last below
+    stamps = pd.to_datetime(pd.Series(texts), format=date_format, errors="coerce")
     days = (stamps - pd.Timestamp(EPOCH)) / pd.Timedelta(days=1)
     return np.append(days.to_numpy(dtype=float, na_value=np.nan), np.nan)[codes]
 

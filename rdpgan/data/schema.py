@@ -39,7 +39,8 @@ def parsed_numbers(cells: pd.Series) -> np.ndarray:
     A column of text is parsed once per distinct cell: a column repeats its values, and a
     million cells take a third of a second to parse."""
     if not _all_text(cells):
-        return pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        numbers = pd.to_numeric(cells, errors="coerce")
+        return numbers.to_numpy(dtype=float, na_value=np.nan, copy=True)  # (callers write it)
     rows, distinct = pd.factorize(cells)  # missing: -1, the last entry below
     numbers = pd.to_numeric(pd.Series(distinct), errors="coerce").to_numpy(
         dtype=float, na_value=np.nan
