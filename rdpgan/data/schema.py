@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from rdpgan import arrow
 from rdpgan.config import ColumnSpec
 from rdpgan.data.dates import format_days, parse_dates
+from rdpgan.data.distinct import per_distinct
 from rdpgan.deferred import DeferredModule
 from rdpgan.errors import UserInputError
 
@@ -39,13 +40,12 @@ def parsed_numbers(cells: pd.Series) -> np.ndarray:
     A column of text is parsed once per distinct cell: a column repeats its values, and a
     million cells take a third of a second to parse."""
     if not _all_text(cells):
-        numbers = pd.to_numeric(cells, errors="coerce")
-        return numbers.to_numpy(dtype=float, na_value=np.nan, copy=True)  # (callers write it)
-    rows, distinct = pd.factorize(cells)  # missing: -1, the last entry below
-    numbers = pd.to_numeric(pd.Series(distinct), errors="coerce").to_numpy(
-        dtype=float, na_value=np.nan
-    )
-    return np.append(numbers, np.nan)[rows]
+        return np.array(_numbers_of(cells))  # a copy of pandas' array: callers write into it
+    return per_distinct(cells, _numbers_of, np.nan)
+
+
+def _numbers_of(values: pd.Series) -> np.ndarray:
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
 def _all_text(series: pd.Series) -> bool:

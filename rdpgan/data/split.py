@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rdpgan.data.distinct import per_distinct
 from rdpgan.deferred import DeferredModule
 from rdpgan.errors import UserInputError
 
@@ -43,9 +44,7 @@ def _cells(column: pd.Series) -> list[str]:
     (a column repeats its values), and a column of text is read whole (its cells one by one
     cost most of a split)."""
     if isinstance(column.dtype, pd.StringDtype):
-        codes, texts = pd.factorize(column)  # missing: code -1, the table's last entry
-        table = [json.dumps(text, ensure_ascii=False) for text in texts] + ["null"]
-        return np.array(table, dtype=object)[codes].tolist()
+        return per_distinct(column, _json_texts, "null").tolist()
     missing = column.isna().tolist()
     values = list(column)  # the scalars itertuples gave (tolist may widen, e.g. float32)
     encoded: dict[str, str] = {}
@@ -60,6 +59,10 @@ def _cells(column: pd.Series) -> list[str]:
             cell = encoded[text] = json.dumps(text, ensure_ascii=False)
         cells.append(cell)
     return cells
+
+
+def _json_texts(texts: pd.Series) -> np.ndarray:
+    return np.array([json.dumps(text, ensure_ascii=False) for text in texts], dtype=object)
 
 
 def row_draws(frame: pd.DataFrame, key: int | str) -> np.ndarray:
