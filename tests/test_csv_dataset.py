@@ -17,7 +17,7 @@ from rdpgan.config import ColumnSpec, DatasetConfig, SchemaConfig
 from rdpgan.data import loading
 from rdpgan.data.discretize import Bins
 from rdpgan.data.loading import inferred_schema, load_tables, resolve_schema
-from rdpgan.data.schema import Schema
+from rdpgan.data.schema import Categorical, Continuous, Schema
 from rdpgan.data.target import one_vs_rest
 from rdpgan.errors import UserInputError
 from rdpgan.privacy import accountants
@@ -455,6 +455,27 @@ def test_no_private_bound_lies_a_data_range_outside_a_small_wide_table():
             )
 
 
+def test_a_count_with_a_tail_stays_numbers_and_a_code_without_one_stays_a_code():
+    """lending_club's inquiries in 12 months (0 to 32, 97.6% on 0 to 8) came back with
+    "(other)" for the rest: text in a column of numbers. A count whose released values leave
+    out more than an OTHER level's share is numeric (integers, its released values exact); a
+    code whose values are all released stays categorical over them."""
+    rng = np.random.default_rng(3)
+    n = 6000
+    counts = np.minimum(rng.geometric(0.3, n) - 1, 32)  # 0, 1, ...: ~4% beyond 8
+    frame = pd.DataFrame(
+        {"inquiries": counts, "code": rng.choice([1, 2, 9], n), "y": rng.choice(["p", "q"], n)}
+    )
+    assert 0.02 < (counts > 8).mean() < 0.06
+    for seed in range(3):
+        specs = {c.name: c for c in private(frame.astype(str), 8.0, seed=seed)[1].schema.columns}
+        inquiries, code = specs["inquiries"], specs["code"]
+        assert isinstance(inquiries, Continuous) and inquiries.integer, (seed, inquiries)
+        assert inquiries.lo <= 0 and inquiries.hi >= 10
+        assert isinstance(code, Categorical) and code.other is None, (seed, code)
+        assert sorted(float(v) for v in code.levels) == [1.0, 2.0, 9.0]
+
+
 def private(frame, epsilon, seed=0, delta=1e-5, **schema):
     """The private schema of ``frame`` (target ``y``), drawn with a fixed generator."""
     config = SchemaConfig(source="private", **schema)
@@ -702,11 +723,20 @@ def test_the_kind_of_a_column_follows_its_released_profile_and_values():
     assert missing_spelling(numbers, {"N": 158, "20": 80}) == "N"
     assert missing_spelling(Profile(300, 160, 0, 840, 0), {"N": 158}) is None  # blanks win
     coded = Profile(missing=0, text=0, zero=0, integer=1000, fraction=0)
-    assert column_kind(coded, {"1": 480, "2": 510}) == "codes"
+    assert column_kind(coded, {"1": 480, "2": 515}) == "codes"
     assert column_kind(coded, {"1": 480}) == "continuous"  # one released value: no code
     assert column_kind(Profile(0, 0, 0, 500, 500), {"1": 480, "2": 510}) == "continuous"
     many = {str(v): 1000 / 20 for v in range(20)}
     assert column_kind(coded, many) == "continuous"  # more values than a code has
+    # A count whose released values leave 3% of it out would need an OTHER level, text in a
+    # column of numbers: it stays numeric. Within the noise of what they leave out, a code.
+    tail = {str(v): 970 / 9 for v in range(9)}
+    assert column_kind(coded, tail) == "continuous"
+    assert column_kind(coded, tail, level_noise=5.0) == "continuous"
+    assert column_kind(coded, tail, level_noise=15.0) == "codes"  # 30 rows: 1 std of 45
+    noisy = Profile(missing=0, text=0, zero=0, integer=1000, fraction=0, noise=20.0)
+    assert column_kind(noisy, tail) == "codes"  # 30 rows, within 1 std of 35
+    assert column_kind(coded, {"1": 480, "2": 515}, level_noise=0.1) == "codes"
     assert column_kind(Profile(0, 500, 0, 500, 0), {"a": 500}) == "categorical"
 
 

@@ -291,7 +291,7 @@ def private_schema(
     for name in features:
         profile, levels = counts.profiles[name], counts.levels[name]
         declared = config.types.get(name, "categorical" if name in config.candidates else None)
-        kind = declared or column_kind(profile, levels)
+        kind = declared or column_kind(profile, levels, std / value_weight)
         # Zeros of a column of numbers (with a code of their own, 0 is inside anyway).
         numbers = profile.date_format is None and not profile.zero_code
         zeros = profile.zero if numbers else 0.0

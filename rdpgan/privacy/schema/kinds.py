@@ -37,7 +37,10 @@ TARGET_NOISE = 4.0
 MOSTLY_NUMBERS = 0.75
 MAX_TOKENS = 3
 # An integer column whose 2 to CODE_LEVELS released values hold CODE_COVERAGE of its numbers is
-# a code (1 / 2, a month, a count of rooms): categorical over those values.
+# a code (1 / 2, a month, a count of rooms): categorical over those values, unless they leave
+# out enough of its numbers for an OTHER level (see levels_spec): that level would write text
+# into a column of numbers (lending_club's inquiries in 12 months, 0 to 32, released 0 to 8 and
+# "(other)" for 2.4% of its rows), so such a column stays numeric, each released value exact.
 CODE_LEVELS = 12
 CODE_COVERAGE = 0.95
 # A categorical column whose released levels leave at least OTHER_SHARE of its values out gets
@@ -81,9 +84,9 @@ def missing_tokens(levels: dict[Any, float]) -> dict[Any, float]:
     return {v: levels[v] for v in text[:MAX_TOKENS]}
 
 
-def column_kind(profile: Profile, levels: dict[Any, float]) -> str:
+def column_kind(profile: Profile, levels: dict[Any, float], level_noise: float = 0.0) -> str:
     """``continuous`` (dates too), ``codes`` or ``categorical``, from a column's released
-    profile and values (post-processing; see
+    profile and values, whose counts' noise std is ``level_noise`` (post-processing; see
     :data:`~rdpgan.privacy.schema.profiles.NUMERIC_SHARE`, :data:`CODE_LEVELS`)."""
     if profile.date_format is not None:
         return "continuous"
@@ -95,11 +98,12 @@ def column_kind(profile: Profile, levels: dict[Any, float]) -> str:
     )
     if not numeric:
         return "categorical"
-    numbers = [count for value, count in levels.items() if is_number(str(value))]
+    numbers = {value: count for value, count in levels.items() if is_number(str(value))}
     codes = (
         profile.is_integer
         and 2 <= len(numbers) <= CODE_LEVELS
-        and sum(numbers) >= CODE_COVERAGE * profile.numbers
+        and sum(numbers.values()) >= CODE_COVERAGE * profile.numbers
+        and not needs_other(numbers, profile.numbers, (profile.numbers_noise, level_noise))
     )
     return "codes" if codes else "continuous"
 
@@ -191,6 +195,15 @@ def left_out(found: dict[Any, float], present: float, floor: float) -> bool:
     return rest >= max(OTHER_SHARE * present, floor)
 
 
+def needs_other(kept: dict[Any, float], present: float, noise: tuple[float, float]) -> bool:
+    """Whether the ``kept`` levels (noisy counts) leave out of the ``present`` values enough for
+    a level :data:`OTHER`: :data:`OTHER_SHARE` of them, and more than :data:`OTHER_NOISE` stds
+    of what they leave out (``noise``: the std of ``present`` and of each level's count)."""
+    present_noise, level_noise = noise
+    rest_noise = math.sqrt(present_noise**2 + len(kept) * level_noise**2)
+    return left_out(kept, present, OTHER_NOISE * rest_noise)
+
+
 def levels_spec(
     name: str,
     found: dict[Any, float],
@@ -214,9 +227,7 @@ def levels_spec(
     if not frequent:  # an identifier, free text: each value too rare to be released
         return NO_VALUE_RELEASED
     kept = {level: found[level] for level in frequent}
-    present_noise, level_noise = noise
-    rest_noise = math.sqrt(present_noise**2 + len(kept) * level_noise**2)
-    beyond_noise = left_out(kept, present, OTHER_NOISE * rest_noise)
+    beyond_noise = needs_other(kept, present, noise)
     other = OTHER if beyond_noise and OTHER not in map(str, frequent) else None
     # One level is kept too: a near-constant column (a pool area that is 0 in 99.5% of the
     # rows) is written as its one value rather than left out of the output.

@@ -4,6 +4,7 @@ profile, the power-of-two band of its number, its values or candidates), and the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +124,11 @@ class Profile:
     @property
     def numbers(self) -> float:
         return self.zero + self.integer + self.fraction
+
+    @property
+    def numbers_noise(self) -> float:
+        """The noise std of :attr:`numbers`, a sum of three cells."""
+        return math.sqrt(3.0) * self.noise
 
     @property
     def present(self) -> float:
