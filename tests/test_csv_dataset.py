@@ -476,6 +476,29 @@ def test_a_count_with_a_tail_stays_numbers_and_a_code_without_one_stays_a_code()
         assert sorted(float(v) for v in code.levels) == [1.0, 2.0, 9.0]
 
 
+def test_a_value_most_rows_hold_does_not_clip_the_rest_nor_round_its_decimals():
+    """covid_testing's Ct value: 45 for 94% of the tests, the rest 14 to 44 in hundredths,
+    came back as integers in [44, 46]. It keeps 99.5% inside its bounds, which reach 45, and
+    its decimals; so does rain in hundredths beside 93% dry hours (read as integers at 0 or 1
+    before), its bounds reading 840 values under the noise of three columns' trees. Where
+    nothing but the spike clears the noise, the bounds are the spike alone."""
+    rng = np.random.default_rng(5)
+    n = 12_000
+    positive = rng.random(n) < 0.06
+    ct = np.where(positive, np.round(rng.uniform(14.0, 44.0, n), 2), 45.0)
+    rain = np.where(rng.random(n) < 0.07, np.round(rng.exponential(0.1, n) + 0.01, 2), 0.0)
+    lone = np.where(np.arange(n) < 3, 44.5, 45.0)  # 3 rows off the spike: under the noise
+    frame = pd.DataFrame({"ct": ct, "rain": rain, "lone": lone, "y": rng.choice(["p", "q"], n)})
+    for seed in range(3):
+        specs = {c.name: c for c in private(frame.astype(str), 8.0, seed=seed)[1].schema.columns}
+        for name, share in (("ct", 0.995), ("rain", 0.98)):
+            column, values = specs[name], frame[name]
+            inside = values.between(column.lo, column.hi).mean()
+            assert not column.integer and inside >= share, (seed, column, inside)
+        assert specs["ct"].hi >= 45.0 and specs["ct"].lo < 16.0
+        assert (specs["lone"].lo, specs["lone"].hi) == (45.0, 46.0), (seed, specs["lone"])
+
+
 def private(frame, epsilon, seed=0, delta=1e-5, **schema):
     """The private schema of ``frame`` (target ``y``), drawn with a fixed generator."""
     config = SchemaConfig(source="private", **schema)
@@ -737,6 +760,12 @@ def test_the_kind_of_a_column_follows_its_released_profile_and_values():
     noisy = Profile(missing=0, text=0, zero=0, integer=1000, fraction=0, noise=20.0)
     assert column_kind(noisy, tail) == "codes"  # 30 rows, within 1 std of 35
     assert column_kind(coded, {"1": 480, "2": 515}, level_noise=0.1) == "codes"
+    # Whole numbers but for 5% decimals (rain in hundredths among dry hours) keep decimals;
+    # fractions under 1%, or within 4 noise stds of none, are whole.
+    assert not Profile(0, 0, 930, 20, 50).is_integer
+    assert Profile(0, 0, 930, 65, 5).is_integer
+    assert Profile(0, 0, 930, 20, 50, noise=12.6).is_integer
+    assert not Profile(0, 0, 930, 20, 50, noise=12.4).is_integer
     assert column_kind(Profile(0, 500, 0, 500, 0), {"a": 500}) == "categorical"
 
 

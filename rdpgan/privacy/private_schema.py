@@ -54,6 +54,7 @@ from rdpgan.privacy.schema.kinds import (
     missing_spelling,
     numeric_spec,
     private_target,
+    spike,
 )
 
 SCHEMA_COUNTS = "schema"
@@ -308,7 +309,12 @@ def private_schema(
                 dropped[name] = spec if kind != "continuous" else "no numeric range released"
             else:
                 specs[name] = spec
-    bounds = numeric_bounds(frame, ranges, counts.profiles, quantiles, sigma, rng)
+    spikes = {
+        name: value
+        for name in ranges
+        if (value := spike(counts.levels[name], counts.profiles[name])) is not None
+    }
+    bounds = numeric_bounds(frame, ranges, counts.profiles, quantiles, sigma, rng, spikes)
     for name, found in bounds.items():
         profile, levels = counts.profiles[name], counts.levels[name]
         specs[name] = numeric_spec(name, profile, found, missing_spelling(profile, levels), levels)

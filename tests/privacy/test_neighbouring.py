@@ -681,6 +681,8 @@ def raw_rows(rng: np.random.Generator, n: int, classes: tuple[str, ...]) -> pd.D
         {
             "num": pick(["0", "1", "2.5", "17", "1e308", "-inf", "word", None]),
             "int": pick(["0", "3", "40", "41", None]),
+            # A value most rows hold (left out of its bounds' tree), and decimals beside it.
+            "spiky": pick(["45", "14.5", "30.25", "44.75", None], p=[0.8, 0.05, 0.05, 0.05, 0.05]),
             "cat": pick(["a", "b", "c", f"one-off-{rng.integers(10**6)}", None]),
             "mix": pick(["1", "two", "3", None]),
             # Dates in every format, an ambiguous one, epoch 0 (no band), and a non-date.
@@ -746,6 +748,14 @@ def test_the_private_schema_moves_by_at_most_its_declared_sensitivity_per_releas
     more releases at that multiplier than the ledger's steps."""
     ratios = []
     conditioned = 0  # target-less tables that chose a column to condition on
+    spiked = []  # the columns whose bounds' tree left a spike out, per call
+    bounds = private_schema_module.numeric_bounds
+
+    def spying(*args, **kwargs):
+        spiked.append(sorted(args[6] if len(args) > 6 else kwargs.get("spikes") or {}))
+        return bounds(*args, **kwargs)
+
+    monkeypatch.setattr(private_schema_module, "numeric_bounds", spying)
     for seed in range(60):
         rng = np.random.default_rng(seed)
         # Every third table, the target's classes are counted as candidates (dense, weighed).
@@ -762,7 +772,9 @@ def test_the_private_schema_moves_by_at_most_its_declared_sensitivity_per_releas
         if seed % 4 == 1:  # a class no other row holds: a new key of the (weighed) target
             x.loc[0, "y"] = f"new-{seed}"
         if seed % 4 == 3:  # a number in every numeric column: it moves every bounds' tree
-            x.loc[0, ["num", "int", "day"]] = ["17", "41", "2020-01-02"]
+            # (but the spiky one's where it is the spike, which its tree leaves out)
+            spiky = "45" if seed % 8 == 3 else "30.25"
+            x.loc[0, ["num", "int", "day", "spiky"]] = ["17", "41", "2020-01-02", spiky]
         bigger = pd.concat([table.iloc[:where], x, table.iloc[where:]], ignore_index=True)
         budget = SchemaBudget(float(rng.choice([20.0, 200.0])), 1e-3)
         first = SchemaQueries(monkeypatch)
@@ -808,6 +820,7 @@ def test_the_private_schema_moves_by_at_most_its_declared_sensitivity_per_releas
             ratios.append(math.sqrt(squared) / declared)
     assert max(ratios) > 0.7  # an added row can come close to the bound: the check can fail
     assert conditioned > 0  # the target-less path ran to its end on some tables
+    assert ["spiky"] in spiked  # a tree without its spike, on neighbouring tables too
 
 
 class GenerousQueries(SchemaQueries):

@@ -50,6 +50,11 @@ BOUND_MARGIN = 0.02
 # (:func:`core_reach`). Mass the tree placed, and a spread cell that holds the median, are read
 # as released.
 REACH_CORE = 0.1
+# Beside a spike (kinds.SPIKE_CORE), the rest of a column's values sets its bounds where their
+# released count clears this many noise stds (the first level's two cells, each floored at
+# TREE_FLOOR, summed: noise alone passes it about once in 1,700 columns); else the bounds are the
+# spike's value.
+SPIKE_REST_NOISE = 4.0
 # A numeric column's bounds are found on a log scale where its bands span more than this ratio
 # (all positive): a census income's 1st percentile is then not lost in one linear cell.
 LOG_SPAN = 4.0
@@ -125,16 +130,17 @@ def position_value(position: float, lo: float, hi: float) -> float:
     return float(lo + unit * (hi - lo))
 
 
-def numbers_of(series: pd.Series, profile: Profile) -> np.ndarray:
+def numbers_of(series: pd.Series, profile: Profile, spike: float | None = None) -> np.ndarray:
     """A column's finite numbers, its dates as days in their released format (without its
-    zeros when 0 has a code of its own)."""
+    zeros when 0 has a code of its own, nor its ``spike``)."""
     if profile.date_format is not None:
         values = parse_dates(series, profile.date_format)
     else:
         values = cell_numbers(series)
-    zero_mass = profile.zero_code
     values = values[np.isfinite(values)]
-    return values[values != 0] if zero_mass else values
+    if profile.zero_code:
+        values = values[values != 0]
+    return values if spike is None else values[values != spike]
 
 
 def spread_blocks(spread_from: np.ndarray) -> list[slice]:
@@ -235,18 +241,23 @@ def numeric_bounds(
     quantiles: tuple[float, float] | None,
     noise_multiplier: float,
     rng: np.random.Generator,
+    spikes: dict[str, float] | None = None,
 ) -> dict[str, tuple[float, float]]:
     """Release 2 (see the module docstring): each numeric column's hierarchical histogram within
     its released band range, one Gaussian draw for all (L2 sensitivity sqrt(levels × columns)),
     and the bounds read off it at ``quantiles`` (None: at :func:`tail_share` of its released
-    rows), the mass it cannot place kept within reach (:func:`within_reach`)."""
+    rows), the mass it cannot place kept within reach (:func:`within_reach`). A column's
+    ``spikes`` value (public: released in 1) is left out of its histogram and its bounds reach
+    it; they are the value alone where the rest reads as empty (under :data:`SPIKE_REST_NOISE`
+    stds)."""
     if not ranges:
         return {}
+    spikes = spikes or {}
     tables = [
         table
         for name, (lo, hi) in ranges.items()
         for table in level_counts(
-            bound_positions(numbers_of(frame[name], profiles[name]), lo, hi),
+            bound_positions(numbers_of(frame[name], profiles[name], spikes.get(name)), lo, hi),
             DENSITY_LEVELS,
         )
     ]
@@ -260,9 +271,14 @@ def numeric_bounds(
             np.where(level >= TREE_FLOOR * std, level, 0.0)
             for level in noisy[k * DENSITY_LEVELS : (k + 1) * DENSITY_LEVELS]
         ]
+        spike = spikes.get(name)
+        if spike is not None and levels[0].sum() < SPIKE_REST_NOISE * std:
+            bounds[name] = (spike, spike)
+            continue
         tail = tail_share(float(levels[0].sum()), std)
         read_at = quantiles or (tail, 1.0 - tail)
-        bounds[name] = density_bounds(
+        low, high = density_bounds(
             within_reach(*tree_split(levels, std, own=True)), lo, hi, read_at
         )
+        bounds[name] = (low, high) if spike is None else (min(low, spike), max(high, spike))
     return bounds

@@ -73,6 +73,12 @@ CONDITION_CLASSES = 12
 CONDITION_COVER = 0.95
 CONDITION_NOISE = 2.0
 MOST_POINT_MASSES = 40
+# A released value that holds more than this share of a numeric column's numbers (a test's Ct
+# value, 45 for 94% of the tests: the negative ones) is left out of the rows its bounds are read
+# from, as 0 is where it has a code of its own, and the bounds then reach it: within it, the
+# core the bounds keep the rest near was one cell wide, and the rest (the positive tests' Ct
+# values, 14 to 44) was clipped onto 44.
+SPIKE_CORE = 0.5
 
 
 def missing_tokens(levels: dict[Any, float]) -> dict[Any, float]:
@@ -118,6 +124,33 @@ def missing_spelling(profile: Profile, levels: dict[Any, float]) -> str | None:
     return str(token) if tokens[token] > profile.missing else None
 
 
+def released_numbers(
+    levels: dict[Any, float], profile: Profile, integer: bool
+) -> dict[float, float]:
+    """A numeric column's released values as numbers, with their noisy counts (spellings of one
+    number summed; whole numbers only in an integer column; 0 left out where it has a code of
+    its own). Post-processing."""
+    found: dict[float, float] = {}
+    for value, count in levels.items():
+        number = float(value) if is_number(str(value)) else math.nan
+        # (A token such as "N" is no number; a 2.5 in an integer column is no whole one.)
+        whole = math.isfinite(number) and (not integer or number == round(number))
+        if whole and not (profile.zero_code and number == 0.0):
+            found[number] = found.get(number, 0.0) + count
+    return found
+
+
+def spike(levels: dict[Any, float], profile: Profile) -> float | None:
+    """The released value most of a numeric column's numbers hold (more than
+    :data:`SPIKE_CORE` of them; none for dates), which its bounds are read without
+    (:func:`rdpgan.privacy.schema.bounds.numeric_bounds`). Post-processing."""
+    if profile.date_format is not None:
+        return None
+    found = released_numbers(levels, profile, profile.is_integer)
+    value = max(found, key=lambda number: found[number], default=None)
+    return value if value is not None and found[value] > SPIKE_CORE * profile.numbers else None
+
+
 def released_point_masses(
     levels: dict[Any, float], profile: Profile, lo: float, hi: float, integer: bool
 ) -> list[float]:
@@ -128,13 +161,11 @@ def released_point_masses(
     counts, none for dates. Post-processing."""
     if profile.date_format is not None:
         return []
-    found: dict[float, float] = {}
-    for value, count in levels.items():
-        number = float(value) if is_number(str(value)) else math.nan
-        # (A token such as "N" is no number; a 2.5 in an integer column is no whole one.)
-        whole = math.isfinite(number) and (not integer or number == round(number))
-        if whole and lo <= number <= hi and not (profile.zero_code and number == 0.0):
-            found[number] = found.get(number, 0.0) + count
+    found = {
+        number: count
+        for number, count in released_numbers(levels, profile, integer).items()
+        if lo <= number <= hi
+    }
     top = sorted(found.items(), key=lambda item: -item[1])[:MOST_POINT_MASSES]
     per_value = integer and hi - lo + 1 <= GRID_LIMIT
     if per_value or sum(count for _, count in top) < POINT_MASS_COVER * profile.numbers:
