@@ -887,8 +887,15 @@ def test_a_core_a_cell_or_two_wide_keeps_its_tail_within_a_cell_and_a_data_range
     density, spread_from = np.zeros(cells), np.full(cells, 10)
     density[600:602] = 0.46
     density[512:576], spread_from[512:576] = 0.08 / 64, 4
-    reached = within_reach(density, spread_from)
-    assert reached[599] == pytest.approx(0.08) and (reached[:599] == 0).all()
+    for noise_share in (0.0, 0.05):  # a tail beyond the noise
+        reached = within_reach(density, spread_from, noise_share)
+        assert reached[599] == pytest.approx(0.08) and (reached[:599] == 0).all()
+    # Spread mass within the noise (ames' latitudes, 2.6% of the mass at ~3.4 noise stds, had
+    # an upper bound 2 ranges out) stays on the core's end cell: no bound beyond it.
+    reached = within_reach(density, spread_from, noise_share=0.1)
+    assert reached[600] == pytest.approx(0.54) and (reached[:600] == 0).all()
+    low, _ = density_bounds(reached, 0.0, cells, (0.01, 0.99))
+    assert low == pytest.approx(600 - 0.02 * 2)  # the core's edge, less its margin
 
 
 def test_a_private_schema_with_candidates_for_every_column_selects_no_partition():

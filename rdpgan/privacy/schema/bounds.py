@@ -55,6 +55,9 @@ REACH_CORE = 0.1
 # TREE_FLOOR, summed: noise alone passes it about once in 1,700 columns); else the bounds are the
 # spike's value.
 SPIKE_REST_NOISE = 4.0
+# A core under 5 cells reaches a cell out only for spread mass beyond this many noise stds of
+# the bounds' tree (within_reach).
+SPREAD_NOISE = 4.0
 # A numeric column's bounds are found on a log scale where its bands span more than this ratio
 # (all positive): a census income's 1st percentile is then not lost in one linear cell.
 LOG_SPAN = 4.0
@@ -174,19 +177,23 @@ def core_reach(width: int) -> int:
     more than w - 2 cells; a bound read at the reach's far edge lies at most r + 1 cells beyond
     the data, and :func:`density_bounds` widens it by :data:`BOUND_MARGIN` of the bounds'
     span, at most w + 2r cells. So r + 1 + m (w + 2r) <= w - 2 holds from w = 5 on. A narrower
-    core is read to a cell (a reach of 1): ames' longitudes, 1.9 cells of their band's 1,024
-    wide, had an upper bound 1.3 data ranges above the data at a reach of w, and the reach of
-    1 keeps its latitudes' low tail, which 0 clipped.
-    """
+    core has no reach of its own (0): see :func:`within_reach` for the cell it may read."""
     margin = BOUND_MARGIN
-    return max(int((width * (1.0 - margin) - 3.0) // (1.0 + 2.0 * margin)), 1)
+    return max(int((width * (1.0 - margin) - 3.0) // (1.0 + 2.0 * margin)), 0)
 
 
-def within_reach(density: np.ndarray, spread_from: np.ndarray) -> np.ndarray:
+def within_reach(
+    density: np.ndarray, spread_from: np.ndarray, noise_share: float = 0.0
+) -> np.ndarray:
     """``density`` with the mass the tree spread evenly over a cell wider than its core kept
     within reach of that core: the cells c - r to d + r, where c and d are the
     :data:`REACH_CORE` and 1 - REACH_CORE quantiles' cells (w = d - c + 1 cells) once such mass
-    is put on its cell's edge nearest the median, and r is :func:`core_reach` of w.
+    is put on its cell's edge nearest the median, and r is :func:`core_reach` of w. A core
+    under 5 cells reaches a cell out for a spread cell whose mass is more than ``noise_share``
+    of the density (:data:`SPREAD_NOISE` stds of the tree's noise: a latitude's low tail,
+    spread below a 2-cell core, kept rather than clipped), and keeps the rest on its own end
+    cells: ames' longitudes and latitudes (2 to 3 cells of their bands) had a bound 1.1 to 2
+    data ranges out in 2 of 40 draws, each from about 3.4 stds of noise a reach of 1 kept.
 
     Where in its cell such mass lies is not released (a latitude's few rows under 42 spread
     over [41.5, 42); 300 dates' last weeks spread over 16 months): spread over the whole cell,
@@ -203,13 +210,14 @@ def within_reach(density: np.ndarray, spread_from: np.ndarray) -> np.ndarray:
     low, high = quantile_cells(inner_edges, (REACH_CORE, 1.0 - REACH_CORE))
     width = high - low + 1
     reach = core_reach(width)
-    first, last = max(low - reach, 0), min(high + reach, len(density) - 1)
     wide = [b for b in outer if b.stop - b.start > width]
     out = density.copy()
     for block in wide:
         out[block] = 0.0
     for block in wide:
         mass = density[block].sum()
+        cells = max(reach, 1) if mass > noise_share else reach
+        first, last = max(low - cells, 0), min(high + cells, len(density) - 1)
         start, stop = max(block.start, first), min(block.stop, last + 1)
         if start < stop:
             out[start:stop] += mass / (stop - start)
@@ -271,14 +279,15 @@ def numeric_bounds(
             np.where(level >= TREE_FLOOR * std, level, 0.0)
             for level in noisy[k * DENSITY_LEVELS : (k + 1) * DENSITY_LEVELS]
         ]
-        spike = spikes.get(name)
-        if spike is not None and levels[0].sum() < SPIKE_REST_NOISE * std:
+        total, spike = float(levels[0].sum()), spikes.get(name)
+        if spike is not None and total < SPIKE_REST_NOISE * std:
             bounds[name] = (spike, spike)
             continue
-        tail = tail_share(float(levels[0].sum()), std)
+        tail = tail_share(total, std)
         read_at = quantiles or (tail, 1.0 - tail)
-        low, high = density_bounds(
-            within_reach(*tree_split(levels, std, own=True)), lo, hi, read_at
+        reached = within_reach(
+            *tree_split(levels, std, own=True), SPREAD_NOISE * std / max(total, 1.0)
         )
+        low, high = density_bounds(reached, lo, hi, read_at)
         bounds[name] = (low, high) if spike is None else (min(low, spike), max(high, spike))
     return bounds
