@@ -304,7 +304,7 @@ def private_schema(
         else:  # categorical, a code, or numbers without a released range
             present, absent = counts.rows - profile.missing, profile.missing
             noise = (math.hypot(counts.rows_std(std), std), std / value_weight)
-            spec = levels_spec(name, levels, present, absent, noise, config)
+            spec = levels_spec(name, levels, present, absent, noise, config, kind == "codes")
             if isinstance(spec, str):
                 dropped[name] = spec if kind != "continuous" else "no numeric range released"
             else:

@@ -52,8 +52,8 @@ BOUND_MARGIN = 0.02
 REACH_CORE = 0.1
 # Beside a spike (kinds.SPIKE_CORE), the rest of a column's values sets its bounds where their
 # released count clears this many noise stds (the first level's two cells, each floored at
-# TREE_FLOOR, summed: noise alone passes it about once in 1,700 columns); else the bounds are the
-# spike's value.
+# TREE_FLOOR, summed: noise alone passes it about once in 1,700 columns); else the bounds are a
+# cell of the tree either side of the spike.
 SPIKE_REST_NOISE = 4.0
 # A core under 5 cells reaches a cell out only for spread mass beyond this many noise stds of
 # the bounds' tree (within_reach).
@@ -242,6 +242,16 @@ def density_bounds(
     return position_value(low, lo, hi), position_value(high, lo, hi)
 
 
+def spike_cell(spike: float, lo: float, hi: float) -> tuple[float, float]:
+    """Bounds for a column that is its spike alone: the spike, a finest cell of the bounds'
+    tree over [lo, hi] either side (on the tree's scale: a width that follows the column's, be it
+    0.001 or 10^18). Post-processing."""
+    cell = 2.0 / 2**DENSITY_LEVELS
+    position = float(bound_positions(np.array([spike]), lo, hi)[0])
+    low, high = position_value(position - cell, lo, hi), position_value(position + cell, lo, hi)
+    return min(low, spike), max(high, spike)
+
+
 def numeric_bounds(
     frame: pd.DataFrame,
     ranges: dict[str, tuple[float, float]],
@@ -256,8 +266,8 @@ def numeric_bounds(
     and the bounds read off it at ``quantiles`` (None: at :func:`tail_share` of its released
     rows), the mass it cannot place kept within reach (:func:`within_reach`). A column's
     ``spikes`` value (public: released in 1) is left out of its histogram and its bounds reach
-    it; they are the value alone where the rest reads as empty (under :data:`SPIKE_REST_NOISE`
-    stds)."""
+    it; they are :func:`spike_cell` where the rest reads as empty (under
+    :data:`SPIKE_REST_NOISE` stds)."""
     if not ranges:
         return {}
     spikes = spikes or {}
@@ -281,7 +291,7 @@ def numeric_bounds(
         ]
         total, spike = float(levels[0].sum()), spikes.get(name)
         if spike is not None and total < SPIKE_REST_NOISE * std:
-            bounds[name] = (spike, spike)
+            bounds[name] = spike_cell(spike, lo, hi)
             continue
         tail = tail_share(total, std)
         read_at = quantiles or (tail, 1.0 - tail)

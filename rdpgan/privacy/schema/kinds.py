@@ -37,10 +37,12 @@ TARGET_NOISE = 4.0
 MOSTLY_NUMBERS = 0.75
 MAX_TOKENS = 3
 # An integer column whose 2 to CODE_LEVELS released values hold CODE_COVERAGE of its numbers is
-# a code (1 / 2, a month, a count of rooms): categorical over those values, unless they leave
-# out enough of its numbers for an OTHER level (see levels_spec): that level would write text
-# into a column of numbers (lending_club's inquiries in 12 months, 0 to 32, released 0 to 8 and
-# "(other)" for 2.4% of its rows), so such a column stays numeric, each released value exact.
+# a code (1 / 2, a month, a count of rooms): categorical over those values, its other values
+# read as missing; unless they leave out enough of its numbers for an OTHER level (needs_other,
+# on its numbers). Such a column stays numeric, each released value exact: an OTHER level would
+# write text into a column of numbers (lending_club's inquiries in 12 months, 0 to 32, released
+# 0 to 8 and "(other)" for 2.4% of its rows). The test is OTHER's own (1 std of the noise): at
+# 3, a real tail of 2.5% read as a code's missing values.
 CODE_LEVELS = 12
 CODE_COVERAGE = 0.95
 # A categorical column whose released levels leave at least OTHER_SHARE of its values out gets
@@ -226,13 +228,18 @@ def left_out(found: dict[Any, float], present: float, floor: float) -> bool:
     return rest >= max(OTHER_SHARE * present, floor)
 
 
-def needs_other(kept: dict[Any, float], present: float, noise: tuple[float, float]) -> bool:
+def needs_other(
+    kept: dict[Any, float],
+    present: float,
+    noise: tuple[float, float],
+    stds: float = OTHER_NOISE,
+) -> bool:
     """Whether the ``kept`` levels (noisy counts) leave out of the ``present`` values enough for
-    a level :data:`OTHER`: :data:`OTHER_SHARE` of them, and more than :data:`OTHER_NOISE` stds
-    of what they leave out (``noise``: the std of ``present`` and of each level's count)."""
+    a level :data:`OTHER`: :data:`OTHER_SHARE` of them, and more than ``stds`` stds of what
+    they leave out (``noise``: the std of ``present`` and of each level's count)."""
     present_noise, level_noise = noise
     rest_noise = math.sqrt(present_noise**2 + len(kept) * level_noise**2)
-    return left_out(kept, present, OTHER_NOISE * rest_noise)
+    return left_out(kept, present, stds * rest_noise)
 
 
 def levels_spec(
@@ -242,11 +249,13 @@ def levels_spec(
     absent: float,
     noise: tuple[float, float],
     config: SchemaConfig,
+    code: bool = False,
 ) -> ColumnSpec | str:
     """A categorical column's spec from its released levels (the ``max_levels`` most frequent
     by noisy count, and :data:`OTHER` when they leave out enough of the ``present`` values:
     more than :data:`OTHER_NOISE` stds of what they leave out, ``noise`` being the noise std
-    of ``present`` and of each level's count), or why it is dropped (no level released).
+    of ``present`` and of each level's count; never for a ``code``, whose rule found what its
+    values leave out within the noise), or why it is dropped (no level released).
 
     A column mostly missing (fewer ``present`` values than ``absent`` ones, an empty one
     included) whose values are each too rare to be released is kept as whether it holds one:
@@ -258,7 +267,7 @@ def levels_spec(
     if not frequent:  # an identifier, free text: each value too rare to be released
         return NO_VALUE_RELEASED
     kept = {level: found[level] for level in frequent}
-    beyond_noise = needs_other(kept, present, noise)
+    beyond_noise = not code and needs_other(kept, present, noise)
     other = OTHER if beyond_noise and OTHER not in map(str, frequent) else None
     # One level is kept too: a near-constant column (a pool area that is 0 in 99.5% of the
     # rows) is written as its one value rather than left out of the output.

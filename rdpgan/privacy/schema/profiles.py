@@ -25,13 +25,15 @@ BANDS = HIGHEST_BAND - LOWEST_BAND + 1
 EMPTY_SHARE = 0.02  # fewer values than this share of the rows: no numeric range is read
 NUMERIC_SHARE = 0.9  # at least this share of the values parse as numbers: numeric
 # A column is integer where its fractions are fewer than FRACTION_SHARE of its numbers, or
-# within FRACTION_NOISE stds of the noise on their count. 1% keeps the decimals of a column that
-# is mostly whole: at 10%, weather's precipitation (93% dry hours, 6.7% in hundredths of an
-# inch) was integer, its rain rounded to 0 or 1 inch, and a test's Ct value (94% at 45, the
-# rest in hundredths) lost its decimals. 4 stds keep a column of whole numbers integer whatever
-# the noise (a fraction count of 0 passes them once in ~30,000 columns).
+# within FRACTION_NOISE stds of the noise on their count but under NOISY_FRACTION_SHARE. 1% keeps
+# the decimals of a column that is mostly whole: at 10%, weather's precipitation (93% dry hours,
+# 6.7% in hundredths of an inch) was integer, its rain rounded to 0 or 1 inch, and a test's Ct
+# value (94% at 45, the rest in hundredths) lost its decimals. 4 stds keep a column of whole
+# numbers integer whatever the noise (a fraction count of 0 passes them once in ~30,000
+# columns); 10% (the rule before) caps them, so a noisy release rounds no more than it did.
 FRACTION_SHARE = 0.01
 FRACTION_NOISE = 4.0
+NOISY_FRACTION_SHARE = 0.1
 # Text and dates count toward a column's kind only beyond this many noise stds of their cells.
 KIND_NOISE = 2.0
 POINT_MASS_SHARE = 0.1  # at least this share of the numbers are 0: 0 gets a code of its own
@@ -165,7 +167,8 @@ class Profile:
 
     @property
     def is_integer(self) -> bool:
-        return bool(self.fraction < max(FRACTION_SHARE * self.numbers, FRACTION_NOISE * self.noise))
+        within_noise = min(FRACTION_NOISE * self.noise, NOISY_FRACTION_SHARE * self.numbers)
+        return bool(self.fraction < max(FRACTION_SHARE * self.numbers, within_noise))
 
     @property
     def zero_mass(self) -> bool:
