@@ -171,7 +171,7 @@ def markdown(rows: pd.DataFrame, command: str) -> str:
         "# The zero-config schema on tables nobody tuned on",
         "",
         "Ten public tables outside the development suite; each train split's schema released "
-        "with `schema=private` at ε = 8, one seeded draw each (no training). *inside*: the share "
+        "with `schema=private` at ε = 8, in seeded draws (no training). *inside*: the share "
         "of a numeric column's values within its released bounds (mean, least); *outside*: "
         "draws with a bound more than one data range beyond the data (a constant column, which "
         "has no range, not counted); *rounded*: draws with an "
