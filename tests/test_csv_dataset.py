@@ -553,6 +553,29 @@ def test_the_spike_is_read_off_release_1_not_the_rows(monkeypatch):
     assert spikes_seen == [{"w": 12.5}]
 
 
+def test_a_code_keeps_other_for_its_text_and_the_values_its_levels_cut():
+    """A code's OTHER is read against its numbers and its text, as its kind was: unreleased
+    text in a 1/2 code (8% of rows), a month's values cut by max_levels, and a city's rare
+    names each keep a level OTHER rather than turn missing (or, for the numbers, stay numbers)."""
+    rng = np.random.default_rng(7)
+    n = 5000
+    text = np.array([f"note {i}" for i in range(n)], dtype=object)
+    frame = pd.DataFrame(
+        {
+            "answer": np.where(rng.random(n) < 0.08, text, rng.choice(["1", "2"], n)),
+            "month": rng.integers(1, 13, n).astype(str),
+            "city": np.where(rng.random(n) < 0.1, text, rng.choice(["a", "b", "c"], n)),
+            "y": rng.choice(["p", "q"], n),
+        }
+    )
+    for seed in range(3):
+        schema = private(frame, 8.0, seed=seed, max_levels=5)[1].schema
+        for name in ("answer", "month", "city"):
+            column = schema[name]
+            assert not isinstance(column, Categorical) or column.other, (seed, column)
+        assert isinstance(schema["city"], Categorical)
+
+
 def test_a_code_is_written_without_other_whatever_the_noise():
     """A 1/2 code at epsilon 1 came back categorical with "(other)" in 4 of 40 draws: the code's
     rule and its levels' read what its released values leave out against different noise. Now
@@ -972,6 +995,35 @@ def test_a_core_a_cell_or_two_wide_keeps_its_tail_within_a_cell_and_a_data_range
     assert reached[600] == pytest.approx(0.54) and (reached[:600] == 0).all()
     low, _ = density_bounds(reached, 0.0, cells, (0.01, 0.99))
     assert low == pytest.approx(600 - 0.02 * 2)  # the core's edge, less its margin
+    # A tail spread over two blocks, each within the noise but not together (0.1 against
+    # 0.06 x sqrt 2), reaches a cell out as one block would.
+    density, spread_from = np.zeros(cells), np.full(cells, 10)
+    density[600:602] = 0.45
+    density[512:576], spread_from[512:576] = 0.05 / 64, 4
+    density[576:592], spread_from[576:592] = 0.05 / 16, 6
+    reached = within_reach(density, spread_from, noise_share=0.06)
+    assert reached[599] == pytest.approx(0.1) and (reached[:599] == 0).all()
+    reached = within_reach(density, spread_from, noise_share=0.08)  # 0.1 < 0.08 x sqrt 2
+    assert reached[600] == pytest.approx(0.55) and (reached[:600] == 0).all()
+
+
+def test_the_bounds_read_spread_mass_against_four_noise_stds_of_the_tree(monkeypatch):
+    """numeric_bounds hands within_reach the share of its column's rows that 4 noise stds of
+    its tree are (the tree here noiseless: 2,000 rows, one column, multiplier 1)."""
+    seen = []
+    real = schema_bounds.within_reach
+
+    def spying(density, spread_from, noise_share=0.0):
+        seen.append(noise_share)
+        return real(density, spread_from, noise_share)
+
+    monkeypatch.setattr(schema_bounds, "within_reach", spying)
+    monkeypatch.setattr(schema_bounds, "noisy_tables", lambda tables, std, rng: tables)
+    values = np.random.default_rng(0).normal(50.0, 5.0, 2000).round(2)
+    frame = pd.DataFrame({"x": [str(v) for v in values]})
+    profiles = {"x": Profile(0, 0, 0, 0, 2000)}
+    schema_bounds.numeric_bounds(frame, {"x": (32.0, 64.0)}, profiles, None, 1.0, None)
+    assert seen == [pytest.approx(4.0 * math.sqrt(10) / 2000)]
 
 
 def test_a_private_schema_with_candidates_for_every_column_selects_no_partition():

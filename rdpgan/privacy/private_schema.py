@@ -48,6 +48,7 @@ from rdpgan.privacy.schema import counts as schema_counts
 from rdpgan.privacy.schema.bounds import band_range, numeric_bounds
 from rdpgan.privacy.schema.counts import counts_sensitivity, noisy_counts, selected_columns
 from rdpgan.privacy.schema.kinds import (
+    code_present,
     column_kind,
     condition_column,
     levels_spec,
@@ -304,7 +305,9 @@ def private_schema(
         else:  # categorical, a code, or numbers without a released range
             present, absent = counts.rows - profile.missing, profile.missing
             noise = (math.hypot(counts.rows_std(std), std), std / value_weight)
-            spec = levels_spec(name, levels, present, absent, noise, config, kind == "codes")
+            if kind == "codes":
+                present, noise = code_present(profile, std / value_weight)
+            spec = levels_spec(name, levels, present, absent, noise, config)
             if isinstance(spec, str):
                 dropped[name] = spec if kind != "continuous" else "no numeric range released"
             else:

@@ -16,7 +16,9 @@ training: the schema is what these checks read). Per numeric column of each draw
   column has no range and is not counted);
 - *rounded*: an integer column whose values are more than 1% decimals;
 - *text*: a column of whole numbers released as categorical with an ``(other)`` level (text
-  written into a column of numbers).
+  written into a column of numbers);
+- *lost*: the largest share of a categorical column's rows whose value is neither a released
+  level nor read as ``(other)`` (so read as missing).
 
 With ``--code``, each worktree's package is used in turn (``PYTHONPATH``), for a before and
 after. Writes ``results/other_tables.csv`` (one row per commit and table) and
@@ -98,6 +100,9 @@ for draw in range(draws):
             row["text"] = bool(
                 whole and column.other is not None and (real == real.round()).all()
             )
+            cells = train[column.name]
+            unlisted = cells.notna() & ~cells.isin([str(level) for level in column.levels])
+            row["lost"] = 0.0 if column.other is not None else float(unlisted.mean())
         out.append(row)
 print(json.dumps(out))
 """
@@ -122,7 +127,8 @@ def check(code: Path, table: tuple[str, Path, str, str], draws: int) -> list[dic
     command = [sys.executable, "-c", CHECK, str(path), target, positive, str(draws)]
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=code)
     if done.returncode != 0:
-        raise SystemExit(f"{table[0]} at {code}: {done.stderr.strip().splitlines()[-1]}")
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"{table[0]} at {code}: {last}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -141,6 +147,7 @@ def summary(name: str, columns: list[dict], draws: int) -> dict:
     outside, outside_columns = flagged(frame, "outside")
     rounded, rounded_columns = flagged(frame, "rounded")
     text, text_columns = flagged(frame, "text")
+    lost = frame.loc[frame["lost"].fillna(0.0).idxmax()] if "lost" in frame else None
     return {
         "table": name,
         "draws": draws,
@@ -150,6 +157,8 @@ def summary(name: str, columns: list[dict], draws: int) -> dict:
         "draws_outside": outside,
         "draws_rounded": rounded,
         "draws_text": text,
+        "most_lost": round(float(lost["lost"]), 4) if lost is not None else 0.0,
+        "lost_columns": lost["column"] if lost is not None and lost["lost"] > 0 else "",
         "outside_columns": outside_columns,
         "rounded_columns": rounded_columns,
         "text_columns": text_columns,
@@ -160,7 +169,7 @@ def flagged_columns(row: pd.Series) -> str:
     """The columns a table's row flags, by check."""
     parts = [
         f"{flag}: {row[f'{flag}_columns']}"
-        for flag in ("outside", "rounded", "text")
+        for flag in ("outside", "rounded", "text", "lost")
         if isinstance(row[f"{flag}_columns"], str) and row[f"{flag}_columns"]
     ]
     return "; ".join(parts) or "—"
@@ -176,16 +185,20 @@ def markdown(rows: pd.DataFrame, command: str) -> str:
         "draws with a bound more than one data range beyond the data (a constant column, which "
         "has no range, not counted); *rounded*: draws with an "
         "integer column more than 1% decimals; *text*: draws with a column of whole numbers "
-        "written as categorical with `(other)`. Checks only: no rule was tuned on these tables.",
+        "written as categorical with `(other)`; *lost*: the largest share of a categorical "
+        "column's rows read as missing (a value neither released nor `(other)`). Checks only: "
+        "no rule was tuned on these tables.",
         "",
-        "| table | commit | inside (mean / least) | outside | rounded | text | columns flagged |",
-        "| --- | --- | --- | ---: | ---: | ---: | --- |",
+        "| table | commit | inside (mean / least) | outside | rounded | text | lost |"
+        " columns flagged |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for _, row in rows.iterrows():
         lines.append(
             f"| {row['table']} | `{row['commit']}` | {row['mean_inside']:.4f} / "
             f"{row['least_inside']:.4f} | {row['draws_outside']} of {row['draws']} | "
-            f"{row['draws_rounded']} | {row['draws_text']} | {flagged_columns(row)} |"
+            f"{row['draws_rounded']} of {row['draws']} | {row['draws_text']} of {row['draws']} | "
+            f"{row['most_lost']:.4f} | {flagged_columns(row)} |"
         )
     first = rows.iloc[0]
     lines += [

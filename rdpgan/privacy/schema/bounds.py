@@ -189,8 +189,9 @@ def within_reach(
     within reach of that core: the cells c - r to d + r, where c and d are the
     :data:`REACH_CORE` and 1 - REACH_CORE quantiles' cells (w = d - c + 1 cells) once such mass
     is put on its cell's edge nearest the median, and r is :func:`core_reach` of w. A core
-    under 5 cells reaches a cell out for a spread cell whose mass is more than ``noise_share``
-    of the density (:data:`SPREAD_NOISE` stds of the tree's noise: a latitude's low tail,
+    under 5 cells reaches a cell out on a side whose spread cells' mass is more than
+    ``noise_share`` of the density (:data:`SPREAD_NOISE` stds of the tree's noise) times the
+    root of their number (the noise of their sum: a latitude's low tail,
     spread below a 2-cell core, kept rather than clipped), and keeps the rest on its own end
     cells: ames' longitudes and latitudes (2 to 3 cells of their bands) had a bound 1.1 to 2
     data ranges out in 2 of 40 draws, each from about 3.4 stds of noise a reach of 1 kept.
@@ -211,18 +212,25 @@ def within_reach(
     width = high - low + 1
     reach = core_reach(width)
     wide = [b for b in outer if b.stop - b.start > width]
+    below = [b.stop <= median for b in wide]
+    # Each side's spread mass against the noise of as many blocks (a tail spread over several).
+    beyond = {
+        side: sum(density[b].sum() for b, s in zip(wide, below, strict=True) if s == side)
+        > noise_share * math.sqrt(max(below.count(side), 1))
+        for side in (True, False)
+    }
     out = density.copy()
     for block in wide:
         out[block] = 0.0
-    for block in wide:
+    for block, side in zip(wide, below, strict=True):
         mass = density[block].sum()
-        cells = max(reach, 1) if mass > noise_share else reach
+        cells = max(reach, 1) if beyond[side] else reach
         first, last = max(low - cells, 0), min(high + cells, len(density) - 1)
         start, stop = max(block.start, first), min(block.stop, last + 1)
         if start < stop:
             out[start:stop] += mass / (stop - start)
         else:  # beyond reach: on its edge
-            out[first if block.stop <= median else last] += mass
+            out[first if side else last] += mass
     return out
 
 

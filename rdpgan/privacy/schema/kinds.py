@@ -242,6 +242,15 @@ def needs_other(
     return left_out(kept, present, stds * rest_noise)
 
 
+def code_present(profile: Profile, level_noise: float) -> tuple[float, tuple[float, float]]:
+    """(The values a code's levels are read against, their noise and each level's): its numbers
+    and its text beyond the noise, as :func:`column_kind` read them, so that a code whose
+    released values leave none of its numbers out gets no :data:`OTHER` by the noise of another
+    count, while unreleased text, or values cut by ``max_levels``, still get one."""
+    present = profile.numbers + profile.beyond_noise(profile.text)
+    return present, (math.hypot(profile.numbers_noise, profile.noise), level_noise)
+
+
 def levels_spec(
     name: str,
     found: dict[Any, float],
@@ -249,13 +258,11 @@ def levels_spec(
     absent: float,
     noise: tuple[float, float],
     config: SchemaConfig,
-    code: bool = False,
 ) -> ColumnSpec | str:
     """A categorical column's spec from its released levels (the ``max_levels`` most frequent
     by noisy count, and :data:`OTHER` when they leave out enough of the ``present`` values:
     more than :data:`OTHER_NOISE` stds of what they leave out, ``noise`` being the noise std
-    of ``present`` and of each level's count; never for a ``code``, whose rule found what its
-    values leave out within the noise), or why it is dropped (no level released).
+    of ``present`` and of each level's count), or why it is dropped (no level released).
 
     A column mostly missing (fewer ``present`` values than ``absent`` ones, an empty one
     included) whose values are each too rare to be released is kept as whether it holds one:
@@ -267,7 +274,7 @@ def levels_spec(
     if not frequent:  # an identifier, free text: each value too rare to be released
         return NO_VALUE_RELEASED
     kept = {level: found[level] for level in frequent}
-    beyond_noise = not code and needs_other(kept, present, noise)
+    beyond_noise = needs_other(kept, present, noise)
     other = OTHER if beyond_noise and OTHER not in map(str, frequent) else None
     # One level is kept too: a near-constant column (a pool area that is 0 in 99.5% of the
     # rows) is written as its one value rather than left out of the output.
