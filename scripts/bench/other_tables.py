@@ -148,6 +148,8 @@ def summary(name: str, columns: list[dict], draws: int) -> dict:
     rounded, rounded_columns = flagged(frame, "rounded")
     text, text_columns = flagged(frame, "text")
     lost = frame.loc[frame["lost"].fillna(0.0).idxmax()] if "lost" in frame else None
+    if lost is not None and not lost["lost"] > 0:  # (NaN: no categorical column lost any)
+        lost = None
     return {
         "table": name,
         "draws": draws,
@@ -158,7 +160,7 @@ def summary(name: str, columns: list[dict], draws: int) -> dict:
         "draws_rounded": rounded,
         "draws_text": text,
         "most_lost": round(float(lost["lost"]), 4) if lost is not None else 0.0,
-        "lost_columns": lost["column"] if lost is not None and lost["lost"] > 0 else "",
+        "lost_columns": lost["column"] if lost is not None else "",
         "outside_columns": outside_columns,
         "rounded_columns": rounded_columns,
         "text_columns": text_columns,
