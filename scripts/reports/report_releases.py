@@ -45,7 +45,7 @@ def provenance(rows: pd.DataFrame) -> str:
 # rule with spread mass reached a core's whole width out; that reach from its worst case
 # (core_reach) and the bounds' margin in the tree's positions (10 draws each). (Rounds "reach",
 # w - 3 cells, and "core-reach", its margin still in values, were steps between the last two.)
-# Then 40 draws at 3c67bc7, the code of the last of them, and at d3431e6: a spike left out of
+# Then 40 draws at 3c67bc7, the code of the last of them, and at 7356c95: a spike left out of
 # the tree, a narrow core's reach only for mass beyond the noise, codes and integers as
 # results/other_tables.md checks them on tables nobody tuned on.
 TAIL_ROUNDS = (
