@@ -303,11 +303,12 @@ def private_schema(
         if found is not None:
             ranges[name] = found
         else:  # categorical, a code, or numbers without a released range
-            present, absent = counts.rows - profile.missing, profile.missing
-            noise = (math.hypot(counts.rows_std(std), std), std / value_weight)
             if kind == "codes":
                 present, noise = code_present(profile, std / value_weight)
-            spec = levels_spec(name, levels, present, absent, noise, config)
+            else:
+                present = counts.rows - profile.missing
+                noise = (math.hypot(counts.rows_std(std), std), std / value_weight)
+            spec = levels_spec(name, levels, present, profile.missing, noise, config)
             if isinstance(spec, str):
                 dropped[name] = spec if kind != "continuous" else "no numeric range released"
             else:

@@ -228,18 +228,13 @@ def left_out(found: dict[Any, float], present: float, floor: float) -> bool:
     return rest >= max(OTHER_SHARE * present, floor)
 
 
-def needs_other(
-    kept: dict[Any, float],
-    present: float,
-    noise: tuple[float, float],
-    stds: float = OTHER_NOISE,
-) -> bool:
+def needs_other(kept: dict[Any, float], present: float, noise: tuple[float, float]) -> bool:
     """Whether the ``kept`` levels (noisy counts) leave out of the ``present`` values enough for
-    a level :data:`OTHER`: :data:`OTHER_SHARE` of them, and more than ``stds`` stds of what
-    they leave out (``noise``: the std of ``present`` and of each level's count)."""
+    a level :data:`OTHER`: :data:`OTHER_SHARE` of them, and more than :data:`OTHER_NOISE` stds
+    of what they leave out (``noise``: the std of ``present`` and of each level's count)."""
     present_noise, level_noise = noise
     rest_noise = math.sqrt(present_noise**2 + len(kept) * level_noise**2)
-    return left_out(kept, present, stds * rest_noise)
+    return left_out(kept, present, OTHER_NOISE * rest_noise)
 
 
 def code_present(profile: Profile, level_noise: float) -> tuple[float, tuple[float, float]]:
